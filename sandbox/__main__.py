@@ -1,0 +1,3 @@
+from sandbox.cli import main
+
+raise SystemExit(main())

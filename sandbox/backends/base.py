@@ -1,0 +1,145 @@
+"""The seam between sessions and a container engine.
+
+A ``Backend`` creates labelled containers, opens attached TTY execs in them (``ExecChannel``),
+runs short control commands (``run``), and kills, restarts, inspects, lists and removes
+containers. ``DockerBackend`` talks to a real engine; ``FakeBackend`` runs the same shell on a
+host pty so unit tests stay fast and need no engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything needed to start one session's container (DESIGN.md §6 profile)."""
+
+    image: str
+    name: str
+    labels: dict[str, str]
+    mounts: tuple[Mount, ...]
+    command: tuple[str, ...]
+    user: str  # the keepalive's user (PID 1's child)
+    memory_mb: int
+    cpus: float
+    pids: int
+    network: str  # "none" or a docker network name
+    tmpfs: dict[str, str]
+    read_only_root: bool = True
+    fsize_bytes: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    runtime: str | None = None
+    workdir: str = "/workspace"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int
+    output: bytes
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    id: str
+    status: str  # docker's: created, running, paused, restarting, exited, dead
+    exit_code: int | None
+    oom_killed: bool
+    labels: dict[str, str]
+    name: str = ""
+    created: str = ""
+
+    @property
+    def running(self) -> bool:
+        return self.status in ("running", "paused", "restarting")
+
+
+@dataclass(frozen=True)
+class EngineDescription:
+    name: str
+    version: str
+    api_version: str
+    runtimes: tuple[str, ...]
+    cgroup_version: str = ""
+    os: str = ""
+
+
+class ExecChannel(Protocol):
+    """An attached exec with a TTY: a byte pipe both ways plus resize."""
+
+    def read(self, size: int = 65536) -> bytes:
+        """Block until some bytes arrive; ``b""`` at end of stream."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Write all of ``data`` (thread-safe)."""
+        ...
+
+    def resize(self, rows: int, cols: int) -> None: ...
+
+    def exit_code(self) -> int | None:
+        """The exec's exit code once it ended, else None."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """A container engine, reduced to what sessions need."""
+
+    def create(self, spec: ContainerSpec) -> str:
+        """Create and start a container; return its id."""
+        ...
+
+    def exec_attach(
+        self,
+        container_id: str,
+        argv: list[str],
+        *,
+        user: str,
+        env: dict[str, str],
+        workdir: str,
+        rows: int,
+        cols: int,
+    ) -> ExecChannel: ...
+
+    def run(
+        self, container_id: str, argv: list[str], *, user: str, timeout_s: float = 10.0
+    ) -> RunResult:
+        """Run a short command to completion (not attached, no TTY)."""
+        ...
+
+    def kill(self, container_id: str, signal: str = "KILL") -> None: ...
+
+    def restart(self, container_id: str) -> None:
+        """Kill and start the same container again (used when even exec fails)."""
+        ...
+
+    def inspect(self, container_id: str) -> ContainerState: ...
+
+    def list_containers(self, labels: dict[str, str]) -> list[ContainerState]:
+        """Containers (running or not) carrying all of ``labels``."""
+        ...
+
+    def remove(self, container_id: str) -> None:
+        """Force-remove a container; no error if it is already gone."""
+        ...
+
+    def describe(self) -> EngineDescription: ...
+
+    def image_exists(self, image: str) -> bool: ...
+
+    def build_image(
+        self, context_dir: str, tags: list[str], on_line: Callable[[str], None]
+    ) -> None:
+        """Build an image from ``context_dir``, streaming progress lines to ``on_line``."""
+        ...

@@ -1,0 +1,405 @@
+"""The Docker (and Podman-compatible) engine backend, over docker-py.
+
+Docker's exceptions are translated to ``SandboxError``s in exactly one place, ``translate``.
+Idempotent control-plane calls (inspect, list, remove, info) are retried with tenacity on
+connection errors and 5xx; exec writes and container creation never are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import Ulimit
+from tenacity import (
+    retry,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from sandbox.backends.base import (
+    ContainerSpec,
+    ContainerState,
+    EngineDescription,
+    RunResult,
+)
+from sandbox.errors import (
+    EngineUnavailableError,
+    ImageNotFoundError,
+    InternalError,
+    InvalidArgumentError,
+    SandboxError,
+    SessionNotFoundError,
+)
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# Detach keys nobody types: the default ctrl-p,ctrl-q would detach and kill the exec.
+DETACH_KEYS = "ctrl-^,ctrl-_,ctrl-^,ctrl-_,ctrl-^"
+
+
+def translate(exc: BaseException, *, what: str = "") -> SandboxError:
+    """The one place where docker / requests errors become ``SandboxError``s."""
+    prefix = f"{what}: " if what else ""
+    if isinstance(exc, SandboxError):
+        return exc
+    if isinstance(exc, docker.errors.ImageNotFound):
+        return ImageNotFoundError(f"{prefix}image not found: {_explain(exc)}")
+    if isinstance(exc, docker.errors.NotFound):
+        return SessionNotFoundError(f"{prefix}container not found: {_explain(exc)}")
+    if isinstance(exc, docker.errors.APIError):
+        status = exc.status_code or 0
+        if status == 409 and "is not running" in _explain(exc):
+            return SessionNotFoundError(f"{prefix}container is not running: {_explain(exc)}")
+        if 400 <= status < 500:
+            return InvalidArgumentError(f"{prefix}the engine refused: {_explain(exc)}")
+        return EngineUnavailableError(f"{prefix}engine error {status}: {_explain(exc)}")
+    if isinstance(
+        exc,
+        requests.exceptions.ConnectionError
+        | requests.exceptions.Timeout
+        | ConnectionError
+        | socket.timeout
+        | docker.errors.DockerException,
+    ):
+        return EngineUnavailableError(f"{prefix}the container engine does not answer: {exc}")
+    return InternalError(f"{prefix}{type(exc).__name__}: {exc}")
+
+
+def _explain(exc: docker.errors.APIError) -> str:
+    return str(exc.explanation or exc)
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, docker.errors.APIError):
+        return (exc.status_code or 0) >= 500
+    return isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout)
+
+
+_retry = retry(
+    retry=retry_if_exception(_transient),
+    stop=stop_after_attempt(4),
+    wait=wait_exponential(multiplier=0.1, max=1.0),
+    reraise=True,
+)
+
+
+def _translated(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    def deco(fn: Callable[P, T]) -> Callable[P, T]:
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return fn(*args, **kwargs)
+            except SandboxError:
+                raise
+            except Exception as exc:
+                raise translate(exc, what=what) from exc
+
+        wrapper.__name__ = fn.__name__
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+
+    return deco
+
+
+class DockerExecChannel:
+    """An attached ``exec`` with a TTY, read through the HTTP response's buffered reader.
+
+    Reading ``response.raw._fp.fp`` with ``read1`` also returns bytes that arrived together
+    with the upgrade headers (reading the raw socket would lose them).
+    """
+
+    def __init__(self, api: docker.APIClient, exec_id: str, response: Any) -> None:
+        self._api = api
+        self.exec_id = exec_id
+        self._response = response
+        fp = response.raw._fp.fp
+        self._reader = fp
+        raw = fp.raw
+        self._sock: socket.socket = getattr(raw, "_sock", raw)
+        self._sock.settimeout(None)
+        self._write_lock = threading.Lock()
+        self._closed = False
+
+    def read(self, size: int = 65536) -> bytes:
+        try:
+            data: bytes = self._reader.read1(size)
+        except (OSError, ValueError):
+            return b""
+        return data
+
+    def write(self, data: bytes) -> None:
+        with self._write_lock:
+            try:
+                self._sock.sendall(data)
+            except OSError as exc:
+                raise EngineUnavailableError(f"writing to the session's shell failed: {exc}") from exc
+
+    def resize(self, rows: int, cols: int) -> None:
+        try:
+            self._api.exec_resize(self.exec_id, height=rows, width=cols)
+        except Exception as exc:
+            raise translate(exc, what="resize") from exc
+
+    def exit_code(self) -> int | None:
+        try:
+            info = self._api.exec_inspect(self.exec_id)
+        except Exception:
+            return None
+        if info.get("Running"):
+            return None
+        code = info.get("ExitCode")
+        return int(code) if code is not None else None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        with contextlib.suppress(Exception):
+            self._response.close()
+
+
+class DockerBackend:
+    """Containers on a Docker-API engine (Docker Engine, Docker Desktop, Podman)."""
+
+    def __init__(self, client: docker.DockerClient | None = None) -> None:
+        if client is None:
+            try:
+                client = docker.from_env(timeout=60)
+            except Exception as exc:
+                raise translate(exc, what="connecting to the engine") from exc
+        self.client = client
+        self.api: docker.APIClient = client.api
+
+    # -- containers ---------------------------------------------------------------------
+    @_translated("creating the container")
+    def create(self, spec: ContainerSpec) -> str:
+        host_config = self.api.create_host_config(
+            binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
+            init=True,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"],
+            pids_limit=spec.pids,
+            mem_limit=f"{spec.memory_mb}m",
+            memswap_limit=f"{spec.memory_mb}m",
+            nano_cpus=int(spec.cpus * 1e9),
+            network_mode=spec.network,
+            read_only=spec.read_only_root,
+            tmpfs=spec.tmpfs,
+            ulimits=(
+                [Ulimit(name="fsize", soft=spec.fsize_bytes, hard=spec.fsize_bytes)]
+                if spec.fsize_bytes
+                else None
+            ),
+            runtime=spec.runtime,
+            auto_remove=False,
+        )
+        try:
+            created = self.api.create_container(
+                image=spec.image,
+                command=list(spec.command),
+                name=spec.name,
+                labels=spec.labels,
+                user=spec.user,
+                environment=spec.env,
+                working_dir=spec.workdir,
+                host_config=host_config,
+                network_disabled=spec.network == "none",
+                stop_signal="SIGKILL",
+            )
+        except docker.errors.ImageNotFound as exc:
+            raise ImageNotFoundError(
+                f"image {spec.image!r} is not present on the engine",
+                hint="Build it with `sandbox image build` (or pass an image that exists locally).",
+            ) from exc
+        cid: str = created["Id"]
+        try:
+            self.api.start(cid)
+        except Exception:
+            with contextlib.suppress(Exception):
+                self.api.remove_container(cid, force=True)
+            raise
+        return cid
+
+    @_translated("opening the shell")
+    def exec_attach(
+        self,
+        container_id: str,
+        argv: list[str],
+        *,
+        user: str,
+        env: dict[str, str],
+        workdir: str,
+        rows: int,
+        cols: int,
+    ) -> DockerExecChannel:
+        created = self.api.exec_create(
+            container_id,
+            argv,
+            stdin=True,
+            tty=True,
+            user=user,
+            environment=env,
+            workdir=workdir,
+            detach_keys=DETACH_KEYS,
+        )
+        exec_id: str = created["Id"]
+        response = self.api._post_json(
+            self.api._url("/exec/{0}/start", exec_id),
+            headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+            data={"Tty": True, "Detach": False},
+            stream=True,
+        )
+        self.api._raise_for_status(response)
+        channel = DockerExecChannel(self.api, exec_id, response)
+        with contextlib.suppress(SandboxError):
+            channel.resize(rows, cols)
+        return channel
+
+    @_translated("running a control command")
+    def run(
+        self, container_id: str, argv: list[str], *, user: str, timeout_s: float = 10.0
+    ) -> RunResult:
+        created = self.api.exec_create(container_id, argv, stdout=True, stderr=True, user=user)
+        output = self.api.exec_start(created["Id"], tty=False, demux=False)
+        info = self.api.exec_inspect(created["Id"])
+        code = info.get("ExitCode")
+        return RunResult(exit_code=int(code) if code is not None else -1, output=output or b"")
+
+    @_translated("killing the container")
+    def kill(self, container_id: str, signal: str = "KILL") -> None:
+        try:
+            self.api.kill(container_id, signal=signal)
+        except docker.errors.APIError as exc:
+            if exc.status_code in (404, 409):  # gone or not running: nothing to kill
+                return
+            raise
+
+    @_translated("restarting the container")
+    def restart(self, container_id: str) -> None:
+        self.kill(container_id, "KILL")
+        self.api.wait(container_id, timeout=30)
+        self.api.start(container_id)
+
+    @_translated("inspecting the container")
+    @_retry
+    def inspect(self, container_id: str) -> ContainerState:
+        data = self.api.inspect_container(container_id)
+        return _state(data)
+
+    @_translated("listing containers")
+    @_retry
+    def list_containers(self, labels: dict[str, str]) -> list[ContainerState]:
+        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+        out: list[ContainerState] = []
+        for summary in self.api.containers(all=True, filters=filters):
+            state = summary.get("State", "")
+            out.append(
+                ContainerState(
+                    id=summary["Id"],
+                    status=str(state),
+                    exit_code=None,
+                    oom_killed=False,
+                    labels=dict(summary.get("Labels") or {}),
+                    name=(summary.get("Names") or [""])[0].lstrip("/"),
+                    created=str(summary.get("Created", "")),
+                )
+            )
+        return out
+
+    @_translated("removing the container")
+    @_retry
+    def remove(self, container_id: str) -> None:
+        try:
+            self.api.remove_container(container_id, force=True, v=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409 and "already in progress" in _explain(exc):
+                return
+            raise
+
+    @_translated("asking the engine for its version")
+    @_retry
+    def describe(self) -> EngineDescription:
+        version = self.api.version()
+        info = self.api.info()
+        name = "Docker Engine"
+        components = " ".join(c.get("Name", "") for c in version.get("Components") or [])
+        os_name = str(info.get("OperatingSystem", ""))
+        if "podman" in components.lower() or "podman" in str(version.get("Platform", "")).lower():
+            name = "Podman"
+        elif "Docker Desktop" in os_name:
+            name = "Docker Desktop"
+        return EngineDescription(
+            name=name,
+            version=str(version.get("Version", "")),
+            api_version=str(version.get("ApiVersion", "")),
+            runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())),
+            cgroup_version=str(info.get("CgroupVersion", "")),
+            os=os_name,
+        )
+
+    @_translated("looking up the image")
+    @_retry
+    def image_exists(self, image: str) -> bool:
+        try:
+            self.api.inspect_image(image)
+        except docker.errors.ImageNotFound:
+            return False
+        except docker.errors.NotFound:
+            return False
+        return True
+
+    def build_image(
+        self, context_dir: str, tags: list[str], on_line: Callable[[str], None]
+    ) -> None:
+        """Build ``context_dir``'s Dockerfile, streaming progress lines to ``on_line``."""
+        try:
+            stream: Iterator[dict[str, Any]] = self.api.build(
+                path=context_dir, tag=tags[0], rm=True, decode=True, pull=False
+            )
+            for chunk in stream:
+                if "error" in chunk:
+                    raise InternalError(
+                        f"image build failed: {chunk['error'].strip()}",
+                        hint="Read the build output above; the base image must be present locally.",
+                    )
+                text = chunk.get("stream") or chunk.get("status") or ""
+                for line in str(text).splitlines():
+                    if line.strip():
+                        on_line(line.rstrip())
+            for tag in tags[1:]:
+                repo, _, version = tag.rpartition(":")
+                self.api.tag(tags[0], repo, version)
+        except SandboxError:
+            raise
+        except Exception as exc:
+            raise translate(exc, what="building the image") from exc
+
+
+def _state(data: dict[str, Any]) -> ContainerState:
+    state = data.get("State") or {}
+    return ContainerState(
+        id=data["Id"],
+        status=str(state.get("Status", "")),
+        exit_code=state.get("ExitCode"),
+        oom_killed=bool(state.get("OOMKilled")),
+        labels=dict((data.get("Config") or {}).get("Labels") or {}),
+        name=str(data.get("Name", "")).lstrip("/"),
+        created=str(data.get("Created", "")),
+    )

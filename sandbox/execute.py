@@ -1,0 +1,166 @@
+"""The marker protocol: how ``execute`` knows exactly where a command's output starts and ends.
+
+The shell is bash with an rc file we pass through the environment (nothing is echoed at start).
+Every command is typed as ONE line::
+
+    __sb_s NONCE; eval $'<the command, ANSI-C quoted>'; __sb_e $?
+
+- ``eval`` of an ANSI-C quoted string makes any command (multi-line, heredocs, nested quotes,
+  unterminated quotes) a single line for readline: no PS2 prompt can hang, a syntax error is a
+  non-zero status, and nothing forks (``$'...'`` is parsed by bash itself).
+- ``__sb_s`` prints the start marker, ``__sb_e`` the end marker with the status. When a command
+  is interrupted the rest of the line never runs, so ``PROMPT_COMMAND`` prints the end marker
+  instead (with 130 after ^C, 137 after SIGKILL).
+- Markers are private OSC sequences ``ESC ]777;sb;NONCE;S BEL`` / ``...;E;STATUS BEL``: invisible
+  on a terminal, swallowed by pyte, removed by the transcript cleaner. They are assembled by
+  ``printf`` at run time, so the echoed command line never contains one; a marker whose nonce
+  is not the running command's is ignored (a file that contains a marker cannot end a command).
+- ``PS1`` ends with a prompt marker (``...;P BEL``) so readers can skip the prompt itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+
+MARKER_PREFIX = b"\x1b]777;sb;"
+BEL = b"\x07"
+# A marker longer than this is not ours (keeps the scanner's carry bounded).
+_MAX_MARKER = 96
+
+# The rc file, passed in $SANDBOX_RC and read by bash from a pipe: nothing is typed or echoed.
+SHELL_RC = r"""
+unset SANDBOX_RC
+[ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+HISTFILE="$HOME/.bash_history"
+HISTCONTROL=ignorespace
+__sb_n=
+__sb_s() { __sb_n=$1; printf '\033]777;sb;%s;S\007' "$1"; }
+__sb_e() {
+  if [ -n "$__sb_n" ]; then printf '\033]777;sb;%s;E;%s\007' "$__sb_n" "$1"; __sb_n=; fi
+}
+PROMPT_COMMAND='__sb_e $?'
+PS1='\[\033]0;sandbox: \w\007\]sandbox:\w\$ \[\033]777;sb;P\007\]'
+PS2='> '
+printf '\033]777;sb;ready;%s\007' "$$"
+"""
+
+# Run by the exec: hands the rc file to an interactive bash through fd 3 (no temp file).
+SHELL_ARGV = ["bash", "-c", 'exec bash --noprofile --rcfile /dev/fd/3 -i 3<<<"$SANDBOX_RC"']
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(8)
+
+
+def ansi_c_quote(command: str) -> str:
+    """Quote ``command`` as a bash ``$'...'`` string made only of printable ASCII.
+
+    Every byte outside printable ASCII, and ``'`` and ``\\``, becomes an escape, so the typed
+    line holds no control character that readline could act on (no newline, no ^C, no ESC).
+    """
+    out: list[str] = ["$'"]
+    for byte in command.encode("utf-8", "surrogateescape"):
+        if byte == 0x27:
+            out.append("\\'")
+        elif byte == 0x5C:
+            out.append("\\\\")
+        elif 0x20 <= byte < 0x7F:
+            out.append(chr(byte))
+        else:
+            out.append(f"\\x{byte:02x}")
+    out.append("'")
+    return "".join(out)
+
+
+# ^E ^U: move to the end of readline's line and discard it, so stray typed input (a key sent
+# to a program that exited, a paste delimiter) can never prefix our line.
+CLEAR_LINE = b"\x05\x15"
+
+
+def command_line(command: str, nonce: str) -> bytes:
+    """The one line typed into the shell for ``command`` (ends with Enter)."""
+    line = f" __sb_s {nonce}; eval {ansi_c_quote(command)}; __sb_e $?\r"
+    return CLEAR_LINE + line.encode("ascii")
+
+
+def resync_line(nonce: str, status: int) -> bytes:
+    """Ends command ``nonce`` from an idle prompt whose end marker was lost."""
+    return CLEAR_LINE + f" __sb_n={nonce}; __sb_e {int(status)}\r".encode("ascii")
+
+
+MarkerKind = Literal["start", "end", "prompt", "ready"]
+
+
+@dataclass(frozen=True)
+class Marker:
+    kind: MarkerKind
+    nonce: str  # the command's nonce; for "ready" the shell's pid
+    status: int | None
+    start: int  # absolute offset of the ESC
+    end: int  # absolute offset just after the BEL
+
+
+def _parse(body: bytes, start: int, end: int) -> Marker | None:
+    parts = body.decode("ascii", "replace").split(";")
+    if parts == ["P"]:
+        return Marker("prompt", "", None, start, end)
+    if len(parts) == 2 and parts[0] == "ready":
+        return Marker("ready", parts[1], None, start, end)
+    if len(parts) == 2 and parts[1] == "S":
+        return Marker("start", parts[0], None, start, end)
+    if len(parts) == 3 and parts[1] == "E":
+        try:
+            status = int(parts[2])
+        except ValueError:
+            return None
+        return Marker("end", parts[0], status, start, end)
+    return None
+
+
+class MarkerScanner:
+    """Finds markers in raw TTY bytes, including markers split across reads.
+
+    ``scan`` is called by the reader thread on every chunk: it only uses ``bytes.find``.
+    """
+
+    def __init__(self) -> None:
+        self._carry = b""
+        self._carry_offset = 0
+
+    def scan(self, chunk: bytes, offset: int) -> list[Marker]:
+        if self._carry:
+            data = self._carry + chunk
+            base = self._carry_offset
+            self._carry = b""
+        else:
+            if MARKER_PREFIX[:1] not in chunk:
+                return []
+            data = chunk
+            base = offset
+        found: list[Marker] = []
+        pos = 0
+        while True:
+            i = data.find(MARKER_PREFIX, pos)
+            if i < 0:
+                break
+            j = data.find(BEL, i + len(MARKER_PREFIX), i + _MAX_MARKER)
+            if j < 0:
+                if len(data) - i < _MAX_MARKER:  # may complete in the next chunk
+                    self._carry = data[i:]
+                    self._carry_offset = base + i
+                    return found
+                pos = i + 1
+                continue
+            marker = _parse(data[i + len(MARKER_PREFIX) : j], base + i, base + j + 1)
+            if marker is not None:
+                found.append(marker)
+            pos = j + 1
+        # A prefix of the marker's start may sit at the very end of the chunk.
+        tail_from = max(pos, len(data) - len(MARKER_PREFIX) + 1)
+        k = data.find(b"\x1b", tail_from)
+        if k >= 0 and MARKER_PREFIX.startswith(data[k:]):
+            self._carry = data[k:]
+            self._carry_offset = base + k
+        return found

@@ -1,0 +1,491 @@
+"""The session registry: creation within limits, lookup, cleanup, and orphan collection.
+
+``SessionManager`` is the engine's one public entry point; the MCP server and the CLI are thin
+layers over it. Every container it creates carries ``sandbox.managed=true``, its session id,
+its owner and the id of the server instance that runs it; a server holds a lock file in the
+state directory for its whole life, so ``gc`` can tell a live server's containers from those
+of a server that is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import secrets
+import shlex
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from sandbox import __version__
+from sandbox.backends.base import Backend, ContainerSpec, ContainerState, Mount
+from sandbox.config import (
+    KEEPALIVE_UID,
+    LABEL_CREATED,
+    LABEL_DURABLE,
+    LABEL_MANAGED,
+    LABEL_NAME,
+    LABEL_OWNER,
+    LABEL_PROJECT,
+    LABEL_SERVER,
+    LABEL_SESSION,
+    LABEL_VERSION,
+    SANDBOX_UID,
+    SESSION_HOME,
+    WORKSPACE,
+    SandboxConfig,
+    new_instance_id,
+)
+from sandbox.errors import (
+    InvalidArgumentError,
+    SandboxError,
+    SessionBusyError,
+    SessionLimitError,
+    SessionNotFoundError,
+)
+from sandbox.image import ensure_session_image
+from sandbox.models import (
+    CreateRequest,
+    Defaults,
+    Destroyed,
+    EngineInfo,
+    ExecResult,
+    Limits,
+    ServerInfo,
+    SessionCreated,
+    SessionInfo,
+    SessionList,
+)
+from sandbox.paths import project_owner, resolve_project_path
+from sandbox.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
+
+log = logging.getLogger(__name__)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_RESERVED_ENV = {"SANDBOX_RC"}
+
+
+class SessionManager:
+    """Creates, finds and destroys sessions for one server instance."""
+
+    def __init__(
+        self,
+        config: SandboxConfig,
+        backend: Backend | None = None,
+        *,
+        instance_id: str | None = None,
+        on_build_line: Callable[[str], None] | None = None,
+    ) -> None:
+        if backend is None:
+            from sandbox.backends.docker import DockerBackend
+
+            backend = DockerBackend()
+        self.config = config
+        self.backend = backend
+        self.instance_id = instance_id or new_instance_id()
+        self._on_build_line = on_build_line
+        self._sessions: dict[str, Session] = {}
+        self._reserved = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._server_lock: IO[str] | None = None
+        self._take_server_lock()
+
+    # -- server identity -----------------------------------------------------------------
+    @property
+    def servers_dir(self) -> Path:
+        return self.config.state_dir / "servers"
+
+    def _take_server_lock(self) -> None:
+        self.servers_dir.mkdir(parents=True, exist_ok=True)
+        path = self.servers_dir / f"{self.instance_id}.lock"
+        handle = path.open("w")
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._server_lock = handle
+
+    def server_alive(self, instance_id: str) -> bool | None:
+        """True/False for servers that use our state dir; None when we cannot know."""
+        if instance_id == self.instance_id:
+            return True
+        path = self.servers_dir / f"{instance_id}.lock"
+        if not path.exists():
+            return None
+        with path.open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+    # -- create ----------------------------------------------------------------------------
+    def create(self, request: CreateRequest) -> SessionCreated:
+        if self._closed:
+            raise SessionLimitError("the server is shutting down", hint="Start a new server.")
+        if request.durable:
+            raise InvalidArgumentError(
+                "durable sessions are not available in this version",
+                hint="Create the session without durable=true.",
+            )
+        project = resolve_project_path(request.project_path, self.config.allowed_roots)
+        limits = self._limits(request)
+        image = request.image or self.config.image
+        env = self._env(request.env)
+        workdir = self._workdir(request.workdir)
+        name = self._name(request.name, project)
+        network = self.config.network_enabled if request.network is None else request.network
+        uid, gid = project_owner(project)
+        if uid == 0 and not self.config.root_shell:
+            uid, gid = SANDBOX_UID, SANDBOX_UID
+        with self._lock:
+            if len(self._sessions) + self._reserved >= self.config.max_sessions:
+                raise SessionLimitError(
+                    f"{len(self._sessions)} sessions are open, the maximum is "
+                    f"{self.config.max_sessions}",
+                    hint="Destroy a session you no longer need, or raise SANDBOX_MAX_SESSIONS.",
+                )
+            self._reserved += 1
+        try:
+            ensure_session_image(self.backend, image, self._on_build_line)
+            sid = secrets.token_hex(6)
+            spec = SessionSpec(
+                session_id=sid,
+                name=name,
+                image=image,
+                project_path=str(project),
+                workdir=workdir,
+                rows=request.rows,
+                cols=request.cols,
+                network=network,
+                durable=False,
+                limits=limits,
+                created_at=now_iso(),
+                read_only_project=request.read_only_project,
+                command=list(request.command) if request.command else None,
+                user=f"{uid}:{gid}",
+                env={
+                    "HOME": SESSION_HOME,
+                    "USER": "sandbox",
+                    "LOGNAME": "sandbox",
+                    "TERM": "xterm-256color",
+                    "LANG": "C.UTF-8",
+                    "SANDBOX_SESSION": sid,
+                    **env,
+                },
+            )
+            cid = self.backend.create(self._container_spec(spec, project, uid, gid))
+            session = Session(
+                spec,
+                backend=self.backend,
+                container_id=cid,
+                log_path=self.session_dir(sid) / "raw.log",
+                log_max_bytes=self.config.log_max_bytes,
+                execute_max_bytes=self.config.execute_max_bytes,
+            )
+            try:
+                session.open_shell()
+            except BaseException:
+                session.close()
+                self._remove_container(cid)
+                shutil.rmtree(self.session_dir(sid), ignore_errors=True)
+                raise
+            with self._lock:
+                self._sessions[sid] = session
+            log.info("session %s created (%s, container %s)", sid, project, cid[:12])
+            return session.created()
+        finally:
+            with self._lock:
+                self._reserved -= 1
+
+    def session_dir(self, session_id: str) -> Path:
+        return self.config.state_dir / "sessions" / session_id
+
+    def _container_spec(self, spec: SessionSpec, project: Path, uid: int, gid: int) -> ContainerSpec:
+        c = self.config
+        network = "none"
+        if spec.network:
+            network = c.network if c.network_enabled else "bridge"
+        return ContainerSpec(
+            image=spec.image,
+            name=f"sandbox-{spec.session_id}",
+            labels={
+                LABEL_MANAGED: "true",
+                LABEL_SESSION: spec.session_id,
+                LABEL_OWNER: c.owner,
+                LABEL_SERVER: self.instance_id,
+                LABEL_PROJECT: str(project),
+                LABEL_NAME: spec.name,
+                LABEL_DURABLE: "true" if spec.durable else "false",
+                LABEL_CREATED: spec.created_at,
+                LABEL_VERSION: __version__,
+            },
+            mounts=(Mount(str(project), WORKSPACE, read_only=spec.read_only_project),),
+            command=("sleep", str(c.max_lifetime_s)),
+            user=f"{KEEPALIVE_UID}:{KEEPALIVE_UID}",
+            memory_mb=spec.limits.memory_mb,
+            cpus=spec.limits.cpus,
+            pids=spec.limits.pids,
+            network=network,
+            tmpfs={
+                "/tmp": f"rw,nosuid,nodev,size={c.tmp_mb}m,mode=1777",
+                "/var/tmp": "rw,nosuid,nodev,size=64m,mode=1777",
+                SESSION_HOME: f"rw,nosuid,nodev,size={c.home_mb}m,uid={uid},gid={gid},mode=0755",
+                "/run": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
+            },
+            read_only_root=True,
+            fsize_bytes=c.fsize_mb * 1024 * 1024,
+            env={"HOME": SESSION_HOME, "LANG": "C.UTF-8"},
+            workdir=WORKSPACE,
+        )
+
+    def _limits(self, request: CreateRequest) -> Limits:
+        c = self.config
+        checks = (
+            ("memory_mb", request.memory_mb, c.memory_mb, c.max_memory_mb),
+            ("cpus", request.cpus, c.cpus, c.max_cpus),
+            ("pids", request.pids, c.pids, c.max_pids),
+        )
+        values: dict[str, float] = {}
+        for field, asked, default, maximum in checks:
+            value = default if asked is None else asked
+            if value > maximum:
+                raise InvalidArgumentError(
+                    f"{field}={asked} is above the server's maximum of {maximum}",
+                    hint=f"Ask for at most {maximum} (or omit {field} for the default {default}).",
+                )
+            values[field] = value
+        return Limits(
+            memory_mb=int(values["memory_mb"]), cpus=float(values["cpus"]), pids=int(values["pids"])
+        )
+
+    @staticmethod
+    def _env(env: dict[str, str]) -> dict[str, str]:
+        if len(env) > 256:
+            raise InvalidArgumentError("too many environment variables", hint="Pass at most 256.")
+        for key, value in env.items():
+            if not _ENV_NAME.match(key) or key in _RESERVED_ENV:
+                raise InvalidArgumentError(
+                    f"bad environment variable name {key!r}",
+                    hint="Names are letters, digits and _, not starting with a digit.",
+                )
+            if "\x00" in value or len(value) > 32768:
+                raise InvalidArgumentError(
+                    f"bad value for environment variable {key}", hint="No NUL, at most 32 KiB."
+                )
+        return dict(env)
+
+    @staticmethod
+    def _workdir(workdir: str) -> str:
+        if not workdir.startswith("/") or "\x00" in workdir or "\n" in workdir:
+            raise InvalidArgumentError(
+                f"workdir must be an absolute path inside the container, got {workdir!r}",
+                hint=f"The project is mounted at {WORKSPACE}; use it or a directory under it.",
+            )
+        return os.path.normpath(workdir)
+
+    def _name(self, name: str | None, project: Path) -> str:
+        if name is None:
+            base = re.sub(r"[^A-Za-z0-9_.-]", "-", project.name or "project").strip("-.") or "project"
+            return base[:48]
+        if not _NAME.match(name):
+            raise InvalidArgumentError(
+                f"bad session name {name!r}",
+                hint="Use letters, digits, '.', '_' and '-' (at most 64, starting with a letter/digit).",
+            )
+        return name
+
+    # -- lookup ----------------------------------------------------------------------------
+    def get(self, session_id: str) -> Session:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFoundError(
+                f"no session {session_id!r} on this server",
+                hint="Call session_list to see the live sessions, or session_create to start one.",
+            )
+        return session
+
+    def sessions(self) -> list[Session]:
+        with self._lock:
+            return list(self._sessions.values())
+
+    def list_sessions(self) -> SessionList:
+        items = [s.summary() for s in self.sessions()]
+        return SessionList(sessions=items, count=len(items))
+
+    def info(self, session_id: str) -> SessionInfo:
+        session = self.get(session_id)
+        return session.info(self.attach_command(session))
+
+    def attach_command(self, session: Session) -> str:
+        return (
+            f"docker exec -it -u {session.spec.user} -w {shlex.quote(session.spec.workdir)} "
+            f"-e HOME={SESSION_HOME} -e TERM=xterm-256color {session.container_id[:12]} bash"
+        )
+
+    def find_for_project(self, project_path: str, name: str | None) -> Session | None:
+        project = str(resolve_project_path(project_path, self.config.allowed_roots))
+        for session in self.sessions():
+            if session.spec.project_path != project or session.status != "running":
+                continue
+            if name is None or session.spec.name == name:
+                return session
+        return None
+
+    def execute(
+        self,
+        command: str,
+        *,
+        session_id: str | None = None,
+        project_path: str | None = None,
+        name: str | None = None,
+        timeout_s: float | None = None,
+        idle_timeout_s: float | None = None,
+        background: bool = False,
+        max_lines: int = 200,
+        strip_ansi: bool = True,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+        on_output: OutputFn | None = None,
+    ) -> ExecResult:
+        """Run ``command`` in a session, or in ``project_path``'s session (created on demand)."""
+        if session_id is None and project_path is None:
+            raise InvalidArgumentError(
+                "execute needs session_id or project_path",
+                hint="Pass the session_id from session_create, or the project's absolute path.",
+            )
+        if session_id is not None:
+            session = self.get(session_id)
+        else:
+            assert project_path is not None
+            found = self.find_for_project(project_path, name)
+            if found is None:
+                created = self.create(CreateRequest(project_path=project_path, name=name))
+                found = self.get(created.session_id)
+            session = found
+        timeout = self._timeout(timeout_s, 5.0 if background else self.config.default_timeout_s)
+        idle = None
+        if idle_timeout_s is not None:
+            if idle_timeout_s <= 0:
+                raise InvalidArgumentError("idle_timeout_s must be > 0", hint="e.g. 2")
+            idle = float(idle_timeout_s)
+        if max_lines < 0:
+            raise InvalidArgumentError("max_lines must be >= 0", hint="e.g. 200")
+        return session.execute(
+            command,
+            timeout_s=timeout,
+            idle_timeout_s=idle,
+            background=background,
+            max_lines=max_lines,
+            strip_ansi=strip_ansi,
+            progress=progress,
+            cancel=cancel,
+            on_output=on_output,
+        )
+
+    def _timeout(self, asked: float | None, default: float) -> float:
+        if asked is None:
+            return default
+        if asked <= 0:
+            raise InvalidArgumentError(f"timeout_s must be > 0, got {asked}", hint="e.g. 30")
+        if asked > self.config.max_timeout_s:
+            raise InvalidArgumentError(
+                f"timeout_s={asked:g} is above the server's maximum of "
+                f"{self.config.max_timeout_s:g}",
+                hint="For long commands use background=true, then read to follow the output.",
+            )
+        return float(asked)
+
+    # -- destroy / cleanup -------------------------------------------------------------------
+    def destroy(self, session_id: str, *, force: bool = False) -> Destroyed:
+        session = self.get(session_id)
+        if session.busy and not force and session.status == "running":
+            raise SessionBusyError(
+                f"session {session_id} is running a command",
+                hint="Stop it with signal, or pass force=true to destroy the session anyway.",
+            )
+        with self._lock:
+            self._sessions.pop(session_id, None)
+        result = session.close()
+        self._remove_container(session.container_id)
+        shutil.rmtree(self.session_dir(session_id), ignore_errors=True)
+        log.info("session %s destroyed", session_id)
+        return result
+
+    def _remove_container(self, container_id: str) -> None:
+        try:
+            self.backend.remove(container_id)
+        except SandboxError as exc:
+            log.warning("could not remove container %s: %s", container_id[:12], exc)
+
+    def close(self) -> None:
+        """Destroy this server's sessions and release its lock (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for session in self.sessions():
+            with contextlib.suppress(SandboxError):
+                self.destroy(session.id, force=True)
+        if self._server_lock is not None:
+            self._server_lock.close()
+            with contextlib.suppress(OSError):
+                (self.servers_dir / f"{self.instance_id}.lock").unlink()
+            self._server_lock = None
+
+    def orphans(self) -> list[ContainerState]:
+        """Managed containers whose server is gone (or that have stopped)."""
+        found = []
+        for state in self.backend.list_containers({LABEL_MANAGED: "true"}):
+            server = state.labels.get(LABEL_SERVER, "")
+            if server == self.instance_id:
+                continue
+            alive = self.server_alive(server) if server else None
+            if alive is False or (not state.running and state.labels.get(LABEL_DURABLE) != "true"):
+                found.append(state)
+        return found
+
+    def gc(self, *, dry_run: bool = False) -> list[ContainerState]:
+        """Remove orphans (see ``orphans``); return what was (or would be) removed."""
+        found = self.orphans()
+        if not dry_run:
+            for state in found:
+                self._remove_container(state.id)
+                shutil.rmtree(self.session_dir(state.labels.get(LABEL_SESSION, "-")), ignore_errors=True)
+                server = state.labels.get(LABEL_SERVER)
+                if server:
+                    with contextlib.suppress(OSError):
+                        (self.servers_dir / f"{server}.lock").unlink()
+        return found
+
+    # -- server info ---------------------------------------------------------------------------
+    def server_info(self) -> ServerInfo:
+        engine = self.backend.describe()
+        c = self.config
+        return ServerInfo(
+            version=__version__,
+            engine=EngineInfo(
+                name=engine.name,
+                version=engine.version,
+                api_version=engine.api_version,
+                runtimes=list(engine.runtimes),
+            ),
+            defaults=Defaults(
+                image=c.image,
+                memory_mb=c.memory_mb,
+                cpus=c.cpus,
+                pids=c.pids,
+                timeout_s=c.default_timeout_s,
+                network=c.network_enabled,
+            ),
+            max_sessions=c.max_sessions,
+            session_count=len(self.sessions()),
+            max_timeout_s=c.max_timeout_s,
+        )

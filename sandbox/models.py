@@ -1,0 +1,212 @@
+"""Requests and results of the engine, shaped exactly like the contract's MCP tools.
+
+The MCP layer uses these as its input and output schemas, so field names here *are* the public
+surface (CONTRACT.md "MCP tools"). Add optional fields freely; never rename one.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+View = Literal["new", "screen", "scrollback"]
+SignalName = Literal["INT", "TERM", "KILL", "HUP", "QUIT", "TSTP", "CONT", "USR1", "USR2"]
+Status = Literal["running", "exited"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Limits(_Model):
+    memory_mb: int
+    cpus: float
+    pids: int
+
+
+class CreateRequest(_Model):
+    """Input of ``session_create``."""
+
+    project_path: str = Field(description="Absolute path of the host project directory.")
+    name: str | None = Field(default=None, max_length=64)
+    image: str | None = None
+    command: list[str] | None = Field(
+        default=None, description='argv to run instead of the shell, e.g. ["python3"].'
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str = "/workspace"
+    network: bool | None = None
+    read_only_project: bool = False
+    rows: int = Field(default=24, ge=2, le=1000)
+    cols: int = Field(default=80, ge=10, le=1000)
+    memory_mb: int | None = Field(default=None, ge=32)
+    cpus: float | None = Field(default=None, gt=0)
+    pids: int | None = Field(default=None, ge=16)
+    durable: bool = False
+
+
+class SessionCreated(_Model):
+    """Output of ``session_create``."""
+
+    session_id: str
+    name: str
+    container_id: str
+    image: str
+    project_path: str
+    workdir: str
+    rows: int
+    cols: int
+    network: bool
+    durable: bool
+    limits: Limits
+    created_at: str
+    read_only_project: bool = False
+    command: list[str] | None = None
+
+
+class SessionSummary(_Model):
+    session_id: str
+    name: str
+    project_path: str
+    status: Status
+    busy: bool
+    durable: bool
+    created_at: str
+    last_activity_at: str
+
+
+class SessionList(_Model):
+    sessions: list[SessionSummary]
+    count: int
+
+
+class Cursor(_Model):
+    row: int
+    col: int
+
+
+class Usage(_Model):
+    memory_mb: float | None = None
+    cpu_percent: float | None = None
+    pids: int | None = None
+
+
+class SessionInfo(SessionCreated):
+    """Output of ``session_info``: the create fields plus live state."""
+
+    status: Status
+    busy: bool
+    exit_code: int | None = None
+    oom_killed: bool = False
+    cursor: Cursor
+    foreground: str | None = None
+    cwd: str | None = None
+    usage: Usage
+    log_bytes: int
+    attach_command: str
+    last_activity_at: str
+    resets: int = Field(default=0, description="Times the container was reset (pids limit).")
+
+
+class Destroyed(_Model):
+    destroyed: bool
+    exit_code: int | None = None
+
+
+class LogRange(_Model):
+    from_byte: int
+    to_byte: int
+
+
+class ExecResult(_Model):
+    """Output of ``execute``. A failing or timed-out command is data here, never an error."""
+
+    session_id: str
+    output: str
+    exit_code: int | None
+    timed_out: bool = False
+    interrupted: bool = False
+    signals_sent: list[str] = Field(default_factory=list)
+    still_running: bool = False
+    truncated: bool = False
+    total_lines: int = 0
+    log_range: LogRange
+    duration_ms: int
+    oom_killed: bool = False
+    idle: bool = Field(default=False, description="Returned early: no output for idle_timeout_s.")
+    session_reset: bool = Field(
+        default=False, description="The container had to be reset to stop the command."
+    )
+    shell_exited: bool = Field(
+        default=False, description="The shell itself exited (e.g. `exit`); the session is over."
+    )
+
+
+class ReadResult(_Model):
+    """Output of ``read`` (and of ``send`` with ``wait_ms``)."""
+
+    content: str
+    lines: int
+    cursor: Cursor
+    rows: int
+    cols: int
+    alternate_screen: bool
+    title: str
+    matched: bool | None = None
+    idle: bool = False
+    exited: bool = False
+    exit_code: int | None = None
+    has_more: bool = False
+    busy: bool = False
+
+
+class SendResult(_Model):
+    bytes_sent: int
+    read: ReadResult | None = None
+
+
+class SignalResult(_Model):
+    stopped: bool
+    signals_sent: list[str]
+    foreground_before: str | None
+    foreground_after: str | None
+    session_reset: bool = False
+
+
+class ResizeResult(_Model):
+    rows: int
+    cols: int
+
+
+class LogChunk(_Model):
+    chunk: str
+    from_byte: int
+    next_byte: int
+    eof: bool
+    total_bytes: int
+
+
+class EngineInfo(_Model):
+    name: str
+    version: str
+    api_version: str
+    runtimes: list[str]
+
+
+class Defaults(_Model):
+    image: str
+    memory_mb: int
+    cpus: float
+    pids: int
+    timeout_s: float
+    network: bool
+
+
+class ServerInfo(_Model):
+    version: str
+    engine: EngineInfo
+    defaults: Defaults
+    max_sessions: int
+    session_count: int
+    max_timeout_s: float = 600.0

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up everything sandbox needs on this machine, idempotently:
+#   a Docker engine that answers (installed and started when we are root on Debian),
+#   the base image, the session image, and a venv in .venv with the project and its dev extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/engine.sh
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv" >&2
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c 'import sandbox, pytest, docker, pyte, mcp' >/dev/null 2>&1 \
+   || [ pyproject.toml -nt .venv/.installed ]; then
+  echo "[setup] installing the project and its dev extras into .venv" >&2
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  touch .venv/.installed
+fi
+
+if ! docker image inspect sandbox-session:latest >/dev/null 2>&1 \
+   || [ sandbox/images/session/Dockerfile -nt .venv/.image-built ]; then
+  echo "[setup] building the session image" >&2
+  .venv/bin/sandbox image build
+  touch .venv/.image-built
+fi
+echo "[setup] ready" >&2

@@ -1,0 +1,85 @@
+"""The marker protocol's pure parts: quoting, the typed line, and the split-safe scanner."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+
+import pytest
+
+from sandbox.execute import MarkerScanner, ansi_c_quote, command_line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo hi",
+        "it's a \"test\" with \\ backslash",
+        "line1\nline2\n\ttabbed",
+        "emoji 🎉 and 日本語",
+        "control \x01\x1b[31m chars",
+        "$HOME `date` $(echo x)",
+    ],
+)
+def test_ansi_c_quote_round_trips_through_bash(command: str) -> None:
+    quoted = ansi_c_quote(command)
+    assert all(0x20 <= ord(ch) < 0x7F for ch in quoted)
+    out = subprocess.run(
+        ["bash", "-c", f"printf %s {quoted}"], capture_output=True, check=True
+    ).stdout
+    assert out == command.encode()
+
+
+def test_command_line_is_one_printable_line_without_a_literal_marker() -> None:
+    line = command_line("cat <<EOF\nx\nEOF", "abcd")
+    assert line.endswith(b"\r")
+    assert line.startswith(b"\x05\x15")  # clears whatever readline holds
+    assert b"\n" not in line
+    assert b"\x1b" not in line
+    assert b"abcd" in line
+
+
+def _stream() -> bytes:
+    return (
+        b"\x1b]777;sb;ready;42\x07prompt$ \x1b]777;sb;P\x07 __sb_s n1; eval ...\r\n"
+        b"\x1b]777;sb;n1;S\x07hello\r\n\x1b]777;sb;n1;E;7\x07"
+        b"\x1b]777;sb;P\x07"
+    )
+
+
+def test_scanner_finds_every_marker_with_offsets() -> None:
+    data = _stream()
+    found = MarkerScanner().scan(data, 100)
+    kinds = [(m.kind, m.nonce, m.status) for m in found]
+    assert kinds == [
+        ("ready", "42", None),
+        ("prompt", "", None),
+        ("start", "n1", None),
+        ("end", "n1", 7),
+        ("prompt", "", None),
+    ]
+    start = next(m for m in found if m.kind == "start")
+    end = next(m for m in found if m.kind == "end")
+    assert data[start.end - 100 : end.start - 100] == b"hello\r\n"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_scanner_handles_markers_split_across_reads(seed: int) -> None:
+    data = _stream() * 3
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(data)), 25))
+    scanner = MarkerScanner()
+    found = []
+    prev = 0
+    for cut in [*cuts, len(data)]:
+        found += scanner.scan(data[prev:cut], prev)
+        prev = cut
+    whole = MarkerScanner().scan(data, 0)
+    assert found == whole
+
+
+def test_scanner_ignores_garbage_and_unterminated_prefixes() -> None:
+    scanner = MarkerScanner()
+    junk = b"\x1b]777;sb;" + b"x" * 200 + b"\x07 \x1b]777;sb;bogus;Q\x07"
+    assert scanner.scan(junk, 0) == []
+    assert scanner.scan(b"\x1b]777;sb;n;E;1\x07", len(junk))[0].status == 1
