@@ -26,7 +26,7 @@ log = logging.getLogger("sandbox")
 
 EXAMPLES = {
     "run": "example: sandbox run --project . -- pytest -q",
-    "mcp": 'example (Claude Code): claude mcp add sandbox -- sandbox mcp',
+    "mcp": "example (Claude Code): claude mcp add sandbox -- sandbox mcp",
     "serve": "example: SANDBOX_TOKEN=$(openssl rand -hex 32) sandbox serve --host 0.0.0.0",
     "image": "example: sandbox image build",
     "gc": "example: sandbox gc --dry-run",

@@ -43,10 +43,16 @@ class SandboxConfig(BaseModel):
     home_mb: int = Field(default=256, ge=1, description="Size of the home tmpfs.")
     fsize_mb: int = Field(default=4096, ge=1, description="Largest file a process may write.")
     max_lifetime_s: int = Field(default=24 * 3600, ge=60, description="Containers end by then.")
-    log_max_bytes: int = Field(default=2 * 1024**3, ge=1024**2, description="Raw log cap per session.")
-    execute_max_bytes: int = Field(default=1024**2, ge=4096, description="Output bytes kept per execute.")
+    log_max_bytes: int = Field(
+        default=2 * 1024**3, ge=1024**2, description="Raw log cap per session."
+    )
+    execute_max_bytes: int = Field(
+        default=1024**2, ge=4096, description="Output bytes kept per execute."
+    )
     owner: str = Field(default_factory=lambda: default_owner())
-    root_shell: bool = Field(default=False, description="Run the shell as root when the project is root's.")
+    root_shell: bool = Field(
+        default=False, description="Run the shell as root when the project is root's."
+    )
 
     @field_validator("allowed_roots", mode="before")
     @classmethod

@@ -73,12 +73,16 @@ class SessionError(SandboxError):
 
 class SessionNotFoundError(SessionError, LookupError):
     code: ClassVar[ErrorCode] = "SESSION_NOT_FOUND"
-    default_hint: ClassVar[str] = "Call session_list to see the live sessions, or session_create to start one."
+    default_hint: ClassVar[str] = (
+        "Call session_list to see the live sessions, or session_create to start one."
+    )
 
 
 class SessionLimitError(SessionError):
     code: ClassVar[ErrorCode] = "SESSION_LIMIT"
-    default_hint: ClassVar[str] = "Destroy a session you no longer need (session_destroy), then try again."
+    default_hint: ClassVar[str] = (
+        "Destroy a session you no longer need (session_destroy), then try again."
+    )
 
 
 class SessionExitedError(SessionError):
@@ -110,7 +114,9 @@ class EngineUnavailableError(EngineError, ConnectionError):
 
 class ImageNotFoundError(EngineError, LookupError):
     code: ClassVar[ErrorCode] = "IMAGE_NOT_FOUND"
-    default_hint: ClassVar[str] = "Build the session image with `sandbox image build`, or pass an existing image."
+    default_hint: ClassVar[str] = (
+        "Build the session image with `sandbox image build`, or pass an existing image."
+    )
 
 
 class InternalError(SandboxError):

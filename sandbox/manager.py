@@ -208,7 +208,9 @@ class SessionManager:
     def session_dir(self, session_id: str) -> Path:
         return self.config.state_dir / "sessions" / session_id
 
-    def _container_spec(self, spec: SessionSpec, project: Path, uid: int, gid: int) -> ContainerSpec:
+    def _container_spec(
+        self, spec: SessionSpec, project: Path, uid: int, gid: int
+    ) -> ContainerSpec:
         c = self.config
         network = "none"
         if spec.network:
@@ -293,12 +295,14 @@ class SessionManager:
 
     def _name(self, name: str | None, project: Path) -> str:
         if name is None:
-            base = re.sub(r"[^A-Za-z0-9_.-]", "-", project.name or "project").strip("-.") or "project"
+            base = (
+                re.sub(r"[^A-Za-z0-9_.-]", "-", project.name or "project").strip("-.") or "project"
+            )
             return base[:48]
         if not _NAME.match(name):
             raise InvalidArgumentError(
                 f"bad session name {name!r}",
-                hint="Use letters, digits, '.', '_' and '-' (at most 64, starting with a letter/digit).",
+                hint="Use letters, digits, '.', '_' and '-' (at most 64; first a letter or digit).",
             )
         return name
 
@@ -458,7 +462,9 @@ class SessionManager:
         if not dry_run:
             for state in found:
                 self._remove_container(state.id)
-                shutil.rmtree(self.session_dir(state.labels.get(LABEL_SESSION, "-")), ignore_errors=True)
+                shutil.rmtree(
+                    self.session_dir(state.labels.get(LABEL_SESSION, "-")), ignore_errors=True
+                )
                 server = state.labels.get(LABEL_SERVER)
                 if server:
                     with contextlib.suppress(OSError):

@@ -34,7 +34,7 @@ from sandbox.execute import (
     new_nonce,
     resync_line,
 )
-from sandbox.keys import encode_keys, encode_text
+from sandbox.keys import encode_keys, encode_text, parse_paste
 from sandbox.models import (
     Cursor,
     Destroyed,
@@ -54,7 +54,14 @@ from sandbox.models import (
 from sandbox.probe import ProbeResult, parse_probe, probe_script
 from sandbox.rawlog import RawLog
 from sandbox.signals import SIGNAL_NUMBERS, escalate
-from sandbox.terminal import DA1_REPLY, DA2_REPLY, LazyScreen, StreamScanner, clean_transcript
+from sandbox.terminal import (
+    DA1_REPLY,
+    DA2_REPLY,
+    LazyScreen,
+    ScreenSnapshot,
+    StreamScanner,
+    clean_transcript,
+)
 
 log = logging.getLogger(__name__)
 
@@ -327,8 +334,16 @@ class Session:
             )
         try:
             return self._execute_locked(
-                command, t0, timeout_s, idle_timeout_s, background, max_lines, strip_ansi,
-                progress, cancel, on_output,
+                command,
+                t0,
+                timeout_s,
+                idle_timeout_s,
+                background,
+                max_lines,
+                strip_ansi,
+                progress,
+                cancel,
+                on_output,
             )
         finally:
             self._exec_lock.release()
@@ -355,7 +370,8 @@ class Session:
                 if remaining <= 0:
                     raise SessionBusyError(
                         f"session {self.id} is still running an earlier command",
-                        hint="read it, send it input, or stop it with signal; or use another session.",
+                        hint="read it, send it input, or stop it with signal (or use another "
+                        "session).",
                     )
                 self._cond.wait(min(remaining, 0.5))
             channel = self._require_alive()
@@ -492,10 +508,7 @@ class Session:
             trailing = "\n"
         else:
             trailing = ""
-        if byte_cut:
-            total = newlines + (0 if trailing else 1)
-        else:
-            total = len(lines)
+        total = newlines + (0 if trailing else 1) if byte_cut else len(lines)
         truncated = byte_cut
         if max_lines >= 0 and len(lines) > max_lines:
             lines = lines[len(lines) - max_lines :] if max_lines else []
@@ -605,20 +618,17 @@ class Session:
             )
         data = b""
         if text:
-            data += encode_text(text, paste=paste)  # type: ignore[arg-type]  # validated upstream
+            data += encode_text(
+                text, paste=parse_paste(paste), bracketed_paste_mode=self._scanner.bracketed_paste
+            )
         if keys:
-            data += encode_keys(keys, application_cursor=self._application_cursor())
+            data += encode_keys(keys, application_cursor=self._scanner.application_cursor)
         self._touch()
         channel.write(data)
         read = None
         if wait_ms > 0:
             read = self.read(view=view, idle_ms=min(wait_ms, 300), timeout_ms=wait_ms)
         return SendResult(bytes_sent=len(data), read=read)
-
-    def _application_cursor(self) -> bool:
-        with self._screen_lock:
-            self._screen.catch_up(self.log.size, self.log.read, self._scanner)
-            return self._screen.application_cursor
 
     def read(
         self,
@@ -718,7 +728,7 @@ class Session:
         page = all_lines[begin : max(0, stop)]
         return "\n".join(page), len(page), begin > 0 or end > SCROLLBACK_BYTES
 
-    def _snapshot(self):  # type: ignore[no-untyped-def]  # ScreenSnapshot from terminal
+    def _snapshot(self) -> ScreenSnapshot:
         with self._screen_lock:
             self._screen.catch_up(self.log.size, self.log.read, self._scanner)
             return self._screen.snapshot()
@@ -789,7 +799,9 @@ class Session:
         self._touch()
         return ResizeResult(rows=rows, cols=cols)
 
-    def read_log(self, from_byte: int = 0, max_bytes: int = 65536, strip_ansi: bool = False) -> LogChunk:
+    def read_log(
+        self, from_byte: int = 0, max_bytes: int = 65536, strip_ansi: bool = False
+    ) -> LogChunk:
         if max_bytes <= 0 or max_bytes > 1024 * 1024:
             raise InvalidArgumentError(
                 f"max_bytes must be 1..1048576, got {max_bytes}", hint="Page with next_byte."

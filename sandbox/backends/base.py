@@ -8,8 +8,8 @@ host pty so unit tests stay fast and need no engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 

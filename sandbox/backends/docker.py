@@ -143,7 +143,9 @@ class DockerExecChannel:
             try:
                 self._sock.sendall(data)
             except OSError as exc:
-                raise EngineUnavailableError(f"writing to the session's shell failed: {exc}") from exc
+                raise EngineUnavailableError(
+                    f"writing to the session's shell failed: {exc}"
+                ) from exc
 
     def resize(self, rows: int, cols: int) -> None:
         try:
@@ -189,7 +191,10 @@ class DockerBackend:
     @_translated("creating the container")
     def create(self, spec: ContainerSpec) -> str:
         host_config = self.api.create_host_config(
-            binds={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
+            binds={
+                m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+                for m in spec.mounts
+            },
             init=True,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges:true"],

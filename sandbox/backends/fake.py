@@ -19,6 +19,7 @@ import termios
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sandbox.backends.base import (
     ContainerSpec,
@@ -121,7 +122,7 @@ class FakeBackend:
         for mount in container.spec.mounts:
             if workdir == mount.target or workdir.startswith(mount.target + "/"):
                 return mount.source + workdir[len(mount.target) :]
-        return os.getcwd()
+        return str(Path.cwd())
 
     def exec_attach(
         self,

@@ -320,7 +320,8 @@ PASTE_END = b"\x1b[201~"
     ("text", "paste", "expected"),
     [
         ("ls -la", "auto", b"ls -la"),
-        ("echo hi\n", "auto", PASTE_START + b"echo hi\n" + PASTE_END),
+        ("echo hi\n", "auto", b"echo hi\n"),  # one line + Enter: typed, not pasted
+        ("a\nb\n", "auto", PASTE_START + b"a\nb" + PASTE_END + b"\r"),  # Enter after the paste
         ("a\nb", "auto", PASTE_START + b"a\nb" + PASTE_END),
         ("a\rb", "auto", PASTE_START + b"a\rb" + PASTE_END),
         ("one line", True, PASTE_START + b"one line" + PASTE_END),
@@ -336,6 +337,14 @@ def test_encode_text_brackets_paste_when_asked_or_multiline(
     text: str, paste: bool | str, expected: bytes
 ) -> None:
     assert encode_text(text, paste=parse_paste(paste)) == expected
+
+
+def test_auto_paste_is_plain_typing_when_the_program_never_enabled_bracketed_paste() -> None:
+    # e.g. python's input(): the delimiters would arrive as literal text
+    assert encode_text("a\nb", paste="auto", bracketed_paste_mode=False) == b"a\nb"
+    assert encode_text("a\nb", paste=True, bracketed_paste_mode=False) == (
+        PASTE_START + b"a\nb" + PASTE_END
+    )
 
 
 def test_encode_text_defaults_to_auto() -> None:

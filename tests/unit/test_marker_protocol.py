@@ -14,7 +14,7 @@ from sandbox.execute import MarkerScanner, ansi_c_quote, command_line
     "command",
     [
         "echo hi",
-        "it's a \"test\" with \\ backslash",
+        'it\'s a "test" with \\ backslash',
         "line1\nline2\n\ttabbed",
         "emoji 🎉 and 日本語",
         "control \x01\x1b[31m chars",

@@ -1,0 +1,272 @@
+"""Sessions against a real engine: screen, interactive programs, limits, security defaults."""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandbox.config import LABEL_MANAGED, LABEL_SESSION
+from sandbox.errors import InvalidArgumentError, PathNotAllowedError, SessionNotFoundError
+from sandbox.manager import SessionManager
+from sandbox.models import CreateRequest
+from sandbox.session import Session
+from tests.conftest import make_project
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def session(manager: SessionManager, project: Path) -> Iterator[Session]:
+    created = manager.create(CreateRequest(project_path=str(project)))
+    yield manager.get(created.session_id)
+    manager.destroy(created.session_id, force=True)
+
+
+def test_container_carries_the_contract_labels_and_security_profile(
+    manager: SessionManager, session: Session, docker_client: docker.DockerClient
+) -> None:
+    c = docker_client.containers.get(session.container_id)
+    assert c.labels[LABEL_MANAGED] == "true"
+    assert c.labels[LABEL_SESSION] == session.id
+    host = c.attrs["HostConfig"]
+    assert host["CapDrop"] == ["ALL"]
+    assert "no-new-privileges:true" in host["SecurityOpt"]
+    assert host["ReadonlyRootfs"] is True
+    assert host["Init"] is True
+    assert host["PidsLimit"] == 256
+    assert host["Memory"] == host["MemorySwap"] == 512 * 1024 * 1024
+    assert host["NetworkMode"] == "none"
+    assert all("size=" in opts for opts in host["Tmpfs"].values())
+    result = session.execute("id -u; cat /proc/1/status | grep -i '^uid'", timeout_s=10)
+    lines = result.output.splitlines()
+    assert lines[0] != "0"
+    assert "65534" in lines[1]
+
+
+def test_shell_is_not_root_and_cannot_write_the_root_filesystem(session: Session) -> None:
+    result = session.execute(
+        "touch /usr/x 2>&1; echo $?; grep CapEff /proc/self/status", timeout_s=10
+    )
+    assert "Read-only file system" in result.output or "Permission denied" in result.output
+    assert "CapEff:\t0000000000000000" in result.output
+
+
+def test_files_created_in_workspace_belong_to_the_project_owner(
+    manager: SessionManager,
+) -> None:
+    project = make_project("owned", owner=(1234, 2345))
+    created = manager.create(CreateRequest(project_path=str(project)))
+    try:
+        result = manager.execute("touch made-here && id -u", session_id=created.session_id)
+        assert result.output == "1234\n"
+        st = (project / "made-here").stat()
+        assert (st.st_uid, st.st_gid) == (1234, 2345)
+    finally:
+        manager.destroy(created.session_id, force=True)
+
+
+def test_network_is_off_by_default_and_on_when_asked(
+    manager: SessionManager, project: Path
+) -> None:
+    off = manager.create(CreateRequest(project_path=str(project)))
+    on = manager.create(CreateRequest(project_path=str(project), network=True))
+    try:
+        r_off = manager.execute("ls /sys/class/net", session_id=off.session_id)
+        r_on = manager.execute("ls /sys/class/net", session_id=on.session_id)
+        assert r_off.output.split() == ["lo"]
+        assert "eth0" in r_on.output.split()
+        assert not off.network
+        assert on.network
+    finally:
+        manager.destroy(off.session_id, force=True)
+        manager.destroy(on.session_id, force=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("relative/path", "INVALID_ARGUMENT"),
+        ("", "INVALID_ARGUMENT"),
+        ("/does/not/exist", "INVALID_ARGUMENT"),
+        ("/", "PATH_NOT_ALLOWED"),
+        ("/etc", "PATH_NOT_ALLOWED"),
+        ("/var/run/docker.sock", "PATH_NOT_ALLOWED"),
+        ("/usr/lib", "PATH_NOT_ALLOWED"),
+    ],
+)
+def test_bad_project_paths_are_refused(manager: SessionManager, path: str, code: str) -> None:
+    with pytest.raises((InvalidArgumentError, PathNotAllowedError)) as info:
+        manager.create(CreateRequest(project_path=path))
+    assert info.value.code == code
+    assert info.value.hint
+
+
+def test_symlink_out_of_the_allowed_roots_is_refused(
+    manager: SessionManager, project: Path
+) -> None:
+    link = project / "escape"
+    link.symlink_to("/etc")
+    with pytest.raises(PathNotAllowedError):
+        manager.create(CreateRequest(project_path=str(link)))
+
+
+def test_unknown_session_is_session_not_found(manager: SessionManager) -> None:
+    with pytest.raises(SessionNotFoundError) as info:
+        manager.get("nope")
+    assert info.value.code == "SESSION_NOT_FOUND"
+
+
+def test_limits_above_the_maximum_are_refused(manager: SessionManager, project: Path) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        manager.create(CreateRequest(project_path=str(project), memory_mb=10**6))
+    assert "maximum" in info.value.message
+
+
+def test_vim_edits_a_host_file_through_the_alternate_screen(
+    session: Session, project: Path
+) -> None:
+    (project / "notes.txt").write_text("first line\n")
+    os.chown(project / "notes.txt", 1000, 1000) if os.geteuid() == 0 else None
+    session.execute("vim -u NONE -N notes.txt", timeout_s=5, background=True)
+    screen = session.read(view="screen", wait_for="first line", timeout_ms=5000)
+    assert screen.matched
+    assert screen.alternate_screen
+    session.send(keys=["G", "o"])
+    session.send(text="added by the agent", paste=False)
+    session.send(keys=["escape"])
+    session.send(text=":wq\r", paste=False)
+    assert session.wait_done(5)
+    assert (project / "notes.txt").read_text() == "first line\nadded by the agent\n"
+    back = session.read(view="screen")
+    assert not back.alternate_screen
+    assert session.execute("echo back", timeout_s=10).output == "back\n"
+
+
+def test_full_screen_curses_program_is_drawn_on_the_screen(session: Session) -> None:
+    script = (
+        "import curses, time\n"
+        "def main(w):\n"
+        "    w.addstr(5, 10, 'CURSES-HELLO')\n"
+        "    w.refresh(); time.sleep(30)\n"
+        "curses.wrapper(main)\n"
+    )
+    session.execute(f"cat > /tmp/c.py <<'EOF'\n{script}EOF", timeout_s=10)
+    session.execute("python3 /tmp/c.py", timeout_s=3, background=True)
+    screen = session.read(view="screen", wait_for="CURSES-HELLO", timeout_ms=5000)
+    assert screen.matched
+    assert screen.alternate_screen
+    row = next(i for i, line in enumerate(screen.content.split("\n")) if "CURSES-HELLO" in line)
+    assert row == 5
+    assert screen.content.split("\n")[5].index("CURSES-HELLO") == 10
+    stopped = session.signal("INT")
+    assert stopped.stopped
+    assert session.execute("echo after-curses", timeout_s=10).output == "after-curses\n"
+
+
+def test_top_runs_full_screen_and_is_stopped(session: Session) -> None:
+    session.execute("top -d 0.5", timeout_s=3, background=True)
+    screen = session.read(view="screen", wait_for="PID", timeout_ms=5000)
+    assert screen.matched
+    session.send(keys=["q"])
+    assert session.wait_done(5)
+
+
+def test_resize_changes_what_programs_see(session: Session) -> None:
+    session.resize(30, 100)
+    assert session.execute("stty size", timeout_s=10).output == "30 100\n"
+    assert session.read(view="screen").cols == 100
+
+
+def test_python_repl_keys_and_screen(session: Session) -> None:
+    session.execute("python3 -q", timeout_s=3, background=True)
+    session.read(view="screen", wait_for=">>> ", timeout_ms=5000)
+    session.send(text="6 * 7\r", paste=False)
+    read = session.read(view="screen", wait_for="42", timeout_ms=5000)
+    assert read.matched
+    session.send(keys=["ctrl+d"])
+    assert session.wait_done(5)
+
+
+def test_fork_bomb_is_contained_and_the_session_recovers(session: Session) -> None:
+    result = session.execute(":(){ :|:& };:", timeout_s=5)
+    assert result.timed_out or result.exit_code is not None
+    after = session.execute("echo survived", timeout_s=30)
+    assert after.output == "survived\n"
+
+
+def test_memory_hog_is_reported_as_oom(session: Session) -> None:
+    hog = "python3 -c \"x = bytearray(2 * 1024**3); print('allocated')\""
+    result = session.execute(hog, timeout_s=60)
+    assert result.exit_code == 137
+    assert result.oom_killed
+    info = session.info("x")
+    assert info.oom_killed
+    assert session.execute("echo ok", timeout_s=10).output == "ok\n"
+
+
+def test_info_reports_foreground_cwd_and_usage(manager: SessionManager, session: Session) -> None:
+    session.execute("cd /tmp && sleep 30", timeout_s=2, background=True)
+    info = manager.info(session.id)
+    assert info.busy
+    assert info.foreground is not None
+    assert "sleep 30" in info.foreground
+    assert info.cwd == "/tmp"
+    assert info.usage.memory_mb is not None
+    assert info.usage.memory_mb > 0
+    assert info.usage.pids is not None
+    assert info.usage.pids >= 2
+    assert "docker exec" in info.attach_command
+    stopped = session.signal("INT")
+    assert stopped.stopped
+    assert stopped.foreground_before is not None
+    assert "sleep" in stopped.foreground_before
+
+
+def test_fifty_megabytes_of_output_keeps_server_memory_bounded(session: Session) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = session.execute("head -c 37500000 /dev/urandom | base64", timeout_s=120, max_lines=3)
+    assert result.exit_code == 0
+    assert result.truncated
+    assert len(result.output.splitlines()) == 3
+    size = result.log_range.to_byte - result.log_range.from_byte
+    assert size > 50_000_000
+    growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert growth_mb < 64
+    # the whole output can be paged from the log
+    chunk = session.read_log(from_byte=result.log_range.from_byte, max_bytes=1024 * 1024)
+    pages = 1
+    while not chunk.eof and chunk.next_byte < result.log_range.to_byte:
+        chunk = session.read_log(from_byte=chunk.next_byte, max_bytes=1024 * 1024)
+        pages += 1
+    assert pages == -(-size // (1024 * 1024))  # every byte of the range, page by page
+
+
+def test_ten_sessions_run_in_parallel(manager: SessionManager) -> None:
+    projects = [make_project(f"par{i}") for i in range(10)]
+    created = [manager.create(CreateRequest(project_path=str(p))) for p in projects]
+    outputs: dict[str, list[str]] = {}
+
+    def run(sid: str) -> None:
+        command = f"date +%s%N; sleep 1; echo {sid}; date +%s%N"
+        outputs[sid] = manager.execute(command, session_id=sid).output.split()
+
+    try:
+        threads = [threading.Thread(target=run, args=(c.session_id,)) for c in created]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert {sid: out[1] for sid, out in outputs.items()} == {
+            c.session_id: c.session_id for c in created
+        }
+        # they ran at the same time: every command started before any of them ended
+        assert max(int(o[0]) for o in outputs.values()) < min(int(o[2]) for o in outputs.values())
+    finally:
+        for c in created:
+            manager.destroy(c.session_id, force=True)
