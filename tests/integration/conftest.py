@@ -41,10 +41,13 @@ def docker_client() -> Iterator[object]:
     import docker
 
     assert isinstance(client, docker.DockerClient)
-    for container in client.containers.list(
+    leaked = client.containers.list(
         all=True, filters={"label": [f"{LABEL_MANAGED}=true", f"{LABEL_OWNER}={RUN_OWNER}"]}
-    ):
+    )
+    for container in leaked:
         container.remove(force=True)
+    # No container may outlive the run: a leak fails the suite (after cleaning it up).
+    assert not leaked, f"containers left behind: {[c.name for c in leaked]}"
 
 
 def make_config(root: Path, **overrides: object) -> SandboxConfig:

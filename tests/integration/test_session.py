@@ -270,3 +270,53 @@ def test_ten_sessions_run_in_parallel(manager: SessionManager) -> None:
     finally:
         for c in created:
             manager.destroy(c.session_id, force=True)
+
+
+def test_tmpfs_and_file_size_limits_are_errors_not_crashes(
+    docker_client: docker.DockerClient, allowed_root: Path
+) -> None:
+    from tests.integration.conftest import make_config
+
+    small = SessionManager(make_config(allowed_root, tmp_mb=16, fsize_mb=8))
+    try:
+        created = small.create(CreateRequest(project_path=str(make_project("limits"))))
+        tmp = small.execute(
+            "for i in 1 2 3 4; do head -c 6M /dev/zero > /tmp/f$i || exit_code=1; done; "
+            "(exit ${exit_code:-0})",
+            session_id=created.session_id,
+        )
+        assert tmp.exit_code != 0
+        assert "No space left on device" in tmp.output
+        big = small.execute(
+            "head -c 20M /dev/zero > /workspace/big; echo code=$?; stat -c %s /workspace/big",
+            session_id=created.session_id,
+        )
+        lines = big.output.splitlines()
+        assert lines[-2] != "code=0"  # SIGXFSZ: the write beyond the limit failed
+        assert int(lines[-1]) <= 8 * 1024 * 1024
+        assert small.execute("echo fine", session_id=created.session_id).output == "fine\n"
+    finally:
+        small.close()
+
+
+def test_signal_escalates_until_the_job_is_gone(session: Session) -> None:
+    stubborn = (
+        'python3 -c "import signal,time; signal.signal(2, signal.SIG_IGN); '
+        "print('ready', flush=True); time.sleep(600)\""
+    )
+    session.execute(stubborn, timeout_s=5, background=True)
+    result = session.signal("INT")
+    assert result.stopped
+    assert result.signals_sent == ["SIGINT", "SIGTERM"]
+    assert result.foreground_before is not None
+    assert "python3" in result.foreground_before
+    assert result.foreground_after is None
+    assert session.wait_done(5)
+
+
+def test_signal_without_escalation_sends_exactly_one(session: Session) -> None:
+    session.execute("sleep 600", timeout_s=1, background=True)
+    result = session.signal("TSTP", escalate_=False)
+    assert result.signals_sent == ["SIGTSTP"]
+    assert session.wait_done(5)  # a stopped job gives the prompt back (status 148)
+    assert session.execute("kill %1 2>/dev/null; echo ok", timeout_s=10).output.endswith("ok\n")
