@@ -1,4 +1,4 @@
-"""Sessions and the manager on the fake backend: the real shell protocol on a host pty, no engine."""
+"""Sessions and the manager on the fake backend: the real shell protocol on a host pty."""
 
 from __future__ import annotations
 
