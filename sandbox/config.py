@@ -38,6 +38,9 @@ class SandboxConfig(BaseModel):
     max_timeout_s: float = Field(default=600.0, gt=0)
     allowed_roots: tuple[Path, ...] = Field(default_factory=lambda: default_allowed_roots())
     token: str | None = None
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(), description="Extra Host names the HTTP server answers (name, name:port)."
+    )
     network: str = Field(default="none", description="Docker network of sessions that ask none.")
     tmp_mb: int = Field(default=512, ge=1, description="Size of the /tmp tmpfs.")
     home_mb: int = Field(default=256, ge=1, description="Size of the home tmpfs.")
@@ -59,6 +62,13 @@ class SandboxConfig(BaseModel):
     def _split_roots(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(Path(p) for p in value.split(os.pathsep) if p)
+        return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(h.strip() for h in value.split(",") if h.strip())
         return value
 
     @property
@@ -123,6 +133,7 @@ ENV_VARS: dict[str, str] = {
     "max_timeout_s": "SANDBOX_MAX_TIMEOUT_S",
     "allowed_roots": "SANDBOX_ALLOWED_ROOTS",
     "token": "SANDBOX_TOKEN",
+    "allowed_hosts": "SANDBOX_ALLOWED_HOSTS",
     "network": "SANDBOX_NETWORK",
     "tmp_mb": "SANDBOX_TMP_MB",
     "home_mb": "SANDBOX_HOME_MB",

@@ -444,10 +444,14 @@ class SessionManager:
                 (self.servers_dir / f"{self.instance_id}.lock").unlink()
             self._server_lock = None
 
-    def orphans(self) -> list[ContainerState]:
-        """Managed containers whose server is gone (or that have stopped)."""
+    def orphans(self, owner: str | None = None) -> list[ContainerState]:
+        """Managed containers whose server is gone (or that have stopped); ``owner`` limits
+        them to one ``sandbox.owner`` label."""
+        labels = {LABEL_MANAGED: "true"}
+        if owner is not None:
+            labels[LABEL_OWNER] = owner
         found = []
-        for state in self.backend.list_containers({LABEL_MANAGED: "true"}):
+        for state in self.backend.list_containers(labels):
             server = state.labels.get(LABEL_SERVER, "")
             if server == self.instance_id:
                 continue
@@ -456,20 +460,24 @@ class SessionManager:
                 found.append(state)
         return found
 
-    def gc(self, *, dry_run: bool = False) -> list[ContainerState]:
+    def gc(self, *, dry_run: bool = False, owner: str | None = None) -> list[ContainerState]:
         """Remove orphans (see ``orphans``); return what was (or would be) removed."""
-        found = self.orphans()
+        found = self.orphans(owner)
         if not dry_run:
-            for state in found:
-                self._remove_container(state.id)
-                shutil.rmtree(
-                    self.session_dir(state.labels.get(LABEL_SESSION, "-")), ignore_errors=True
-                )
-                server = state.labels.get(LABEL_SERVER)
-                if server:
-                    with contextlib.suppress(OSError):
-                        (self.servers_dir / f"{server}.lock").unlink()
+            self.remove_orphans(found)
         return found
+
+    def remove_orphans(self, states: list[ContainerState]) -> None:
+        """Remove these containers, their logs, and the lock files of their dead servers."""
+        for state in states:
+            self._remove_container(state.id)
+            shutil.rmtree(
+                self.session_dir(state.labels.get(LABEL_SESSION, "-")), ignore_errors=True
+            )
+            server = state.labels.get(LABEL_SERVER)
+            if server and self.server_alive(server) is False:
+                with contextlib.suppress(OSError):
+                    (self.servers_dir / f"{server}.lock").unlink()
 
     # -- server info ---------------------------------------------------------------------------
     def server_info(self) -> ServerInfo:

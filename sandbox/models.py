@@ -162,8 +162,22 @@ class ReadResult(_Model):
 
 
 class SendResult(_Model):
+    """Output of ``send``: ``bytes_sent``, plus the read result's fields when ``wait_ms`` > 0."""
+
     bytes_sent: int
-    read: ReadResult | None = None
+    content: str | None = None
+    lines: int | None = None
+    cursor: Cursor | None = None
+    rows: int | None = None
+    cols: int | None = None
+    alternate_screen: bool | None = None
+    title: str | None = None
+    matched: bool | None = None
+    idle: bool | None = None
+    exited: bool | None = None
+    exit_code: int | None = None
+    has_more: bool | None = None
+    busy: bool | None = None
 
 
 class SignalResult(_Model):

@@ -9,6 +9,7 @@ guards the lazy pyte screen.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import re
@@ -68,10 +69,11 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[float, str], None]
 OutputFn = Callable[[bytes], None]
 
-READY_TIMEOUT_S = 15.0
+READY_TIMEOUT_S = 30.0  # generous: a loaded engine can take seconds to start an exec
 GRACE_S = 1.0
 PROMPT_WAIT_S = 0.5
 PROGRESS_EVERY_S = 1.0
+SEND_SETTLE_MS = 300  # send with wait_ms: return once the program paused this long
 SCROLLBACK_BYTES = 4 * 1024 * 1024
 RESET_NOTICE = b"\r\n[sandbox: the container was reset to stop a runaway job]\r\n"
 
@@ -112,6 +114,9 @@ class _Pending:
     after: int | None = None  # offset just after the end marker
     exit_code: int | None = None
     newlines: int = 0
+    sent_offset: int = 0  # log size when the line was typed: the echo starts here
+    display: bytes = b""  # what the screen shows instead of the protocol line
+    prompt_end: int | None = None  # just after the first prompt marker following the end
 
     @property
     def finished(self) -> bool:
@@ -143,6 +148,8 @@ class Session:
         self._screen_lock = threading.Lock()
         self._markers = MarkerScanner()
         self._scanner = StreamScanner()
+        # (start, end, replacement): where the screen shows the command instead of our line
+        self._echoes: collections.deque[tuple[int, int, bytes]] = collections.deque(maxlen=256)
         self._screen = LazyScreen(self.rows, self.cols)
         self._channel: ExecChannel | None = None
         self._generation = 0
@@ -225,6 +232,10 @@ class Session:
             if queries:
                 self._answer(queries, channel)
         code = channel.exit_code()
+        deadline = time.monotonic() + 2.0
+        while code is None and time.monotonic() < deadline:  # the exit may lag the stream's end
+            time.sleep(0.02)
+            code = channel.exit_code()
         with self._cond:
             if generation == self._generation:
                 self._alive = False
@@ -244,6 +255,7 @@ class Session:
                 if m.kind == "start" and p is not None and m.nonce == p.nonce:
                     p.start = m.end
                     counted_from = m.end
+                    self._echoes.append((p.sent_offset, m.start, p.display))
                 elif m.kind == "end" and p is not None and m.nonce == p.nonce and p.end is None:
                     if p.start is None:  # interrupted before it started: empty output
                         p.start = m.start
@@ -251,11 +263,11 @@ class Session:
                     p.end, p.after, p.exit_code = m.start, m.end, m.status
                     self._last_exit_code = m.status
                     self._prompt_seen = False
-                    if self._skip_prompt_at is None:
-                        self._skip_prompt_at = m.end
                 elif m.kind == "prompt":
                     self._prompt_seen = True
                     self._prompt_marker_works = True
+                    if p is not None and p.finished and p.prompt_end is None:
+                        p.prompt_end = m.end
                     if self._skip_prompt_at is not None:
                         if self._read_offset == self._skip_prompt_at:
                             self._read_offset = m.end
@@ -275,7 +287,7 @@ class Session:
         for q in queries:
             if q == "cpr":
                 with self._screen_lock:
-                    self._screen.catch_up(self.log.size, self.log.read, self._scanner)
+                    self._screen.catch_up(self.log.size, self._display_read, self._scanner)
                     replies.append(self._screen.cursor_report())
             elif q == "da1":
                 replies.append(DA1_REPLY)
@@ -328,7 +340,9 @@ class Session:
             raise InvalidArgumentError("command contains a NUL byte", hint="Remove it.")
         self._touch()
         t0 = time.monotonic()
-        if not self._exec_lock.acquire(timeout=timeout_s):
+        if not self._acquire_turn(t0 + timeout_s, cancel):
+            if cancel is not None and cancel.is_set():
+                return self._not_started(t0)
             raise SessionBusyError(
                 f"session {self.id} is still running another execute after {timeout_s:g} s"
             )
@@ -347,6 +361,29 @@ class Session:
             )
         finally:
             self._exec_lock.release()
+
+    def _acquire_turn(self, deadline: float, cancel: threading.Event | None) -> bool:
+        """Wait for this session's execute lock, in slices so a cancel is noticed."""
+        while True:
+            remaining = deadline - time.monotonic()
+            if cancel is not None and cancel.is_set():
+                return False
+            if self._exec_lock.acquire(timeout=max(0.0, min(remaining, 0.1))):
+                return True
+            if remaining <= 0:
+                return False
+
+    def _not_started(self, t0: float) -> ExecResult:
+        """The result of an execute cancelled before its command was typed."""
+        end = self.log.size
+        return ExecResult(
+            session_id=self.id,
+            output="",
+            exit_code=None,
+            interrupted=True,
+            log_range=LogRange(from_byte=end, to_byte=end),
+            duration_ms=int((time.monotonic() - t0) * 1000),
+        )
 
     def _execute_locked(
         self,
@@ -367,13 +404,15 @@ class Session:
             # A command left running by a background/idle execute keeps the shell busy.
             while self._pending is not None and not self._pending.finished and self._alive:
                 remaining = deadline - time.monotonic()
+                if cancel is not None and cancel.is_set():
+                    return self._not_started(t0)
                 if remaining <= 0:
                     raise SessionBusyError(
                         f"session {self.id} is still running an earlier command",
                         hint="read it, send it input, or stop it with signal (or use another "
                         "session).",
                     )
-                self._cond.wait(min(remaining, 0.5))
+                self._cond.wait(min(remaining, 0.1))
             channel = self._require_alive()
             # Type only once readline is up (its prompt marker), so the kernel never echoes.
             prompt_deadline = time.monotonic() + PROMPT_WAIT_S
@@ -383,7 +422,12 @@ class Session:
                     self._prompt_marker_works = False
                     break
                 self._cond.wait(remaining)
-            p = _Pending(nonce=new_nonce(), sent_at=time.monotonic())
+            p = _Pending(
+                nonce=new_nonce(),
+                sent_at=time.monotonic(),
+                sent_offset=self.log.size,
+                display=command.replace("\n", "\r\n").encode("utf-8", "replace") + b"\r\n",
+            )
             self._pending = p
             self._skip_prompt_at = None
             self._prompt_seen = False
@@ -407,8 +451,12 @@ class Session:
             end = p.end if p.end is not None else self.log.size
             if finished:
                 assert p.after is not None
-                self._read_offset = p.after
-                self._skip_prompt_at = p.after
+                # "new" reads start after this command's prompt (or skip it once it comes)
+                if p.prompt_end is not None:
+                    self._read_offset = p.prompt_end
+                else:
+                    self._read_offset = p.after
+                    self._skip_prompt_at = p.after
             else:
                 self._read_offset = self.log.size
             exit_code = p.exit_code if finished else (self._exit_code if shell_died else None)
@@ -601,6 +649,24 @@ class Session:
         self.log.append(RESET_NOTICE)
         self.open_shell()
 
+    # -- raw access (a person's terminal: `sandbox shell`, `attach`) -------------------------
+    def write_raw(self, data: bytes) -> None:
+        """Type bytes into the terminal exactly as given."""
+        self._require_alive().write(data)
+        self._touch()
+
+    def wait_output(self, offset: int, timeout_s: float) -> int:
+        """Block until the log grows past ``offset``, the shell ends, or the timeout; return the
+        log's size (read the new bytes with ``log.read(offset, size)``)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self.log.size <= offset and self._alive:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            return self.log.size
+
     # -- send / read ---------------------------------------------------------------------
     def send(
         self,
@@ -625,10 +691,10 @@ class Session:
             data += encode_keys(keys, application_cursor=self._scanner.application_cursor)
         self._touch()
         channel.write(data)
-        read = None
-        if wait_ms > 0:
-            read = self.read(view=view, idle_ms=min(wait_ms, 300), timeout_ms=wait_ms)
-        return SendResult(bytes_sent=len(data), read=read)
+        if wait_ms <= 0:
+            return SendResult(bytes_sent=len(data))
+        read = self.read(view=view, idle_ms=min(wait_ms, SEND_SETTLE_MS), timeout_ms=wait_ms)
+        return SendResult(bytes_sent=len(data), **read.model_dump())
 
     def read(
         self,
@@ -655,7 +721,8 @@ class Session:
                     hint="Use Python regex syntax; escape special characters.",
                 ) from exc
         self._touch()
-        deadline = time.monotonic() + max(0, timeout_ms) / 1000
+        called = time.monotonic()
+        deadline = called + max(0, timeout_ms) / 1000
         matched: bool | None = None
         idle = False
         while True:
@@ -665,7 +732,8 @@ class Session:
                 break
             now = time.monotonic()
             with self._cond:
-                quiet = now - self._last_output
+                last = max(self._last_output, called)  # quiet counts from this call at the earliest
+                quiet = now - last
                 if idle_ms is not None and quiet * 1000 >= idle_ms and pattern is None:
                     idle = True
                     break
@@ -676,7 +744,7 @@ class Session:
                     break
                 wake = deadline
                 if idle_ms is not None:
-                    wake = min(wake, self._last_output + idle_ms / 1000)
+                    wake = min(wake, last + idle_ms / 1000)
                 self._cond.wait(max(0.005, min(wake - now, 0.25)))
         content, lines, has_more = self._content(view, strip_ansi, offset, limit, peek=False)
         snap = self._snapshot()
@@ -718,7 +786,7 @@ class Session:
             text = clean_transcript(raw, strip_ansi=strip_ansi)
             return text, text.count("\n") + (1 if text and not text.endswith("\n") else 0), has_more
         # scrollback: history lines from the cleaned transcript, paged from the end
-        raw = self.log.read(max(0, end - SCROLLBACK_BYTES), end)
+        raw = self._display_read(max(0, end - SCROLLBACK_BYTES), end)
         all_lines = clean_transcript(raw, strip_ansi=strip_ansi).split("\n")
         if all_lines and all_lines[-1] == "":
             all_lines.pop()
@@ -728,9 +796,28 @@ class Session:
         page = all_lines[begin : max(0, stop)]
         return "\n".join(page), len(page), begin > 0 or end > SCROLLBACK_BYTES
 
+    def _display_read(self, start: int, stop: int) -> bytes:
+        """Log bytes for the views people look at (screen, scrollback): each command's
+        protocol line (``__sb_s NONCE; eval $'...'``) is shown as the command itself."""
+        data = self.log.read(start, stop)
+        with self._cond:
+            echoes = [e for e in self._echoes if e[0] < stop and e[1] > start]
+        if not echoes:
+            return data
+        out: list[bytes] = []
+        pos = start
+        for a, b, shown in echoes:
+            if a >= pos:
+                out.append(data[pos - start : a - start])
+                if b <= stop:
+                    out.append(shown)
+            pos = min(max(pos, b), stop)
+        out.append(data[pos - start :])
+        return b"".join(out)
+
     def _snapshot(self) -> ScreenSnapshot:
         with self._screen_lock:
-            self._screen.catch_up(self.log.size, self.log.read, self._scanner)
+            self._screen.catch_up(self.log.size, self._display_read, self._scanner)
             return self._screen.snapshot()
 
     # -- signal / resize / read_log ------------------------------------------------------
