@@ -1,0 +1,230 @@
+"""``sandbox serve``: the MCP server over streamable HTTP at ``/mcp``, plus ``GET /healthz``.
+
+Every ``/mcp`` request passes ``Guard`` first, whatever address the server is bound to:
+
+* the ``Host`` header must be an allowed host (421 otherwise) and an ``Origin`` header, when
+  present, an allowed origin (403) — DNS-rebinding protection. Allowed hosts come from
+  ``SANDBOX_ALLOWED_HOSTS`` (comma-separated; ``name``, ``name:port`` or ``name:*``), by default
+  ``localhost``, ``127.0.0.1`` and ``[::1]`` with the server's port;
+* with a token configured, ``Authorization: Bearer <token>`` must match it (401 otherwise,
+  compared in constant time).
+
+Binding a non-loopback address without a token is refused before anything starts.
+``/healthz`` needs nothing and says only that the server is alive.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import signal
+from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sandbox.config import SandboxConfig
+from sandbox.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+log = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+HEALTH_PATH = "/healthz"
+ALLOWED_HOSTS_ENV = "SANDBOX_ALLOWED_HOSTS"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+GRACEFUL_SHUTDOWN_S = 3
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def allowed_hosts(host: str, port: int, configured: Sequence[str] = ()) -> list[str]:
+    """Host header values accepted on ``/mcp`` (``name:*`` allows any port).
+
+    ``configured`` is ``SandboxConfig.allowed_hosts`` (``SANDBOX_ALLOWED_HOSTS``); without it,
+    the loopback names and the bound address."""
+    if configured:
+        hosts: list[str] = []
+        for item in configured:
+            bare = item.endswith("]") if item.startswith("[") else ":" not in item
+            if bare:  # no port given: with ours, and without
+                hosts += [_host_port(item, port), item]
+            else:
+                hosts.append(item)
+        return hosts
+    hosts = [_host_port(h, port) for h in LOOPBACK_HOSTS]
+    if host not in ("0.0.0.0", "::", "") and _host_port(host, port) not in hosts:
+        hosts.append(_host_port(host, port))
+    return hosts
+
+
+def allowed_origins(hosts: list[str]) -> list[str]:
+    return [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+
+
+def _matches(value: str, allowed: list[str]) -> bool:
+    value = value.lower()
+    for pattern in allowed:
+        pattern = pattern.lower()
+        if value == pattern or (pattern.endswith(":*") and value.startswith(pattern[:-1])):
+            return True
+    return False
+
+
+def _refusal(status: int, code: str, message: str, hint: str) -> Response:
+    body = {"error": {"code": code, "message": message, "hint": hint}}
+    headers = {"WWW-Authenticate": 'Bearer realm="sandbox"'} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class Guard:
+    """ASGI middleware: Host/Origin checks and the bearer token on ``/mcp``."""
+
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, hosts: list[str], origins: list[str]
+    ) -> None:
+        self.app = app
+        self._token = token.encode() if token else None
+        self.hosts = hosts
+        self.origins = origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        guarded = path == MCP_PATH or path.startswith(MCP_PATH + "/")
+        if scope["type"] != "http" or not guarded:
+            await self.app(scope, receive, send)
+            return
+        refusal = self.check(Headers(scope=scope))
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def check(self, headers: Headers) -> Response | None:
+        host = headers.get("host", "")
+        if not _matches(host, self.hosts):
+            log.warning("refused a request with Host %r", host[:100])
+            return _refusal(
+                421,
+                "BAD_HOST",
+                f"Host {host[:100]!r} is not allowed",
+                f"Connect through an allowed host name, or add it to {ALLOWED_HOSTS_ENV}.",
+            )
+        origin = headers.get("origin")
+        if origin is not None and not _matches(origin, self.origins):
+            log.warning("refused a request with Origin %r", origin[:100])
+            return _refusal(
+                403,
+                "BAD_ORIGIN",
+                f"Origin {origin[:100]!r} is not allowed",
+                f"Browsers may only call this server from an origin of {ALLOWED_HOSTS_ENV}.",
+            )
+        if self._token is not None:
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            ok = scheme.lower() == "bearer" and hmac.compare_digest(
+                given.strip().encode(), self._token
+            )
+            if not ok:
+                return _refusal(
+                    401,
+                    "UNAUTHORIZED",
+                    "missing or wrong bearer token",
+                    "Send 'Authorization: Bearer <token>' with the server's SANDBOX_TOKEN.",
+                )
+        return None
+
+
+async def healthz(request: Request) -> Response:
+    return Response(json.dumps({"status": "ok"}), media_type="application/json")
+
+
+def build_app(
+    server: MCPServer[Any],
+    config: SandboxConfig,
+    host: str,
+    port: int,
+) -> ASGIApp:
+    """The ASGI app: the SDK's streamable HTTP app (with ``/healthz``) behind ``Guard``."""
+    hosts = allowed_hosts(host, port, config.allowed_hosts)
+    origins = allowed_origins(hosts)
+    server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)(healthz)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+    # json_response stays False: a JSON-only response would drop progress notifications.
+    inner = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, transport_security=security, host=host
+    )
+    return Guard(inner, token=config.token, hosts=hosts, origins=origins)
+
+
+def check_bind(config: SandboxConfig, host: str) -> None:
+    if not is_loopback(host) and not config.token:
+        raise InvalidArgumentError(
+            f"refusing to serve on {host} without a token: anyone who can reach it could run "
+            "commands",
+            hint="Set SANDBOX_TOKEN (e.g. SANDBOX_TOKEN=$(openssl rand -hex 32)) or pass "
+            "--token, or bind 127.0.0.1.",
+        )
+
+
+def serve(config: SandboxConfig, host: str, port: int) -> None:
+    """Run until SIGINT/SIGTERM; then destroy this server's sessions."""
+    import uvicorn
+
+    from sandbox.manager import SessionManager
+    from sandbox.mcp_server import build_server, collect_orphans
+
+    check_bind(config, host)
+    manager = SessionManager(config)
+    stopping: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        stopping.append(signum)
+
+    # uvicorn handles SIGINT/SIGTERM while it runs, then re-raises them: let them land here.
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        collect_orphans(manager)
+        app = build_app(build_server(config, manager), config, host, port)
+        uv_config = uvicorn.Config(
+            app,
+            host=host.strip("[]"),
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        )
+        log.info(
+            "serving MCP on http://%s%s (token %s)",
+            _host_port(host, port),
+            MCP_PATH,
+            "required" if config.token else "not required",
+        )
+        uvicorn.Server(uv_config).run()
+    finally:
+        manager.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log.info("HTTP server stopped")

@@ -1,0 +1,421 @@
+"""The MCP server: the contract's eleven tools as thin typed wrappers over ``SessionManager``.
+
+``build_server(config, manager)`` returns an ``MCPServer``; ``run_stdio`` serves it on
+stdin/stdout (``sandbox mcp``, see ``sandbox.stdio_app``) and ``run_http`` over streamable HTTP
+(``sandbox serve``, see ``sandbox.http_app``). Tool texts live in ``sandbox.mcp_text``. Each tool:
+
+* validates its arguments itself (``sandbox.tool_input``), so a bad one becomes the contract's
+  ``INVALID_ARGUMENT`` result naming the field instead of the SDK's plain-text error;
+* runs the blocking engine call in a worker thread, never on the event loop;
+* returns the engine model's dict as structured content plus the same JSON as text, or
+  ``isError`` with ``{"error": {"code", "message", "hint"}}``.
+
+``execute`` forwards the engine's progress (elapsed seconds, latest line) as MCP progress
+notifications, and a client's cancellation sets the engine's ``cancel`` event so the command
+is stopped with the escalation ladder before the call returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from sandbox import __version__
+from sandbox.config import SandboxConfig
+from sandbox.errors import InternalError, InvalidArgumentError, SandboxError
+from sandbox.mcp_text import DESCRIPTIONS, INSTRUCTIONS, TITLES
+from sandbox.models import (
+    Destroyed,
+    ExecResult,
+    LogChunk,
+    ReadResult,
+    ResizeResult,
+    SendResult,
+    ServerInfo,
+    SessionCreated,
+    SessionInfo,
+    SessionList,
+    SignalResult,
+)
+from sandbox.tool_input import (
+    ExecuteInput,
+    NoInput,
+    ReadInput,
+    ReadLogInput,
+    ResizeInput,
+    SendInput,
+    SessionCreateInput,
+    SessionDestroyInput,
+    SessionInput,
+    SignalInput,
+    validation_error,
+)
+
+if TYPE_CHECKING:
+    from sandbox.manager import SessionManager
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ToolContext = Context[Any, Any]
+ToolBody = Callable[[Any, ToolContext], Awaitable[BaseModel | dict[str, Any]]]
+
+POLL_S = 0.01
+
+
+class _RawArguments(ArgModelBase):
+    """Hands the tool body the raw arguments: our own models validate them (see module doc)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return {"arguments": dict(self.model_extra or {})}
+
+
+def error_result(error: SandboxError) -> CallToolResult:
+    """The contract's failure: ``isError`` with ``{"error": {code, message, hint}}``."""
+    data = {"error": error.to_dict()}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+        is_error=True,
+    )
+
+
+def ok_result(data: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+    )
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    body: ToolBody
+    annotations: ToolAnnotations
+
+
+def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | None = None) -> Tool:
+    """An SDK ``Tool`` whose body gets validated arguments and fails the contract's way."""
+    name, model = spec.name, spec.input_model
+
+    async def handler(arguments: dict[str, Any], ctx: ToolContext) -> CallToolResult:
+        try:
+            try:
+                args = model.model_validate(arguments)
+            except ValidationError as exc:
+                raise validation_error(name, model, exc) from exc
+            result = await spec.body(args, ctx)
+        except SandboxError as exc:
+            log.info("%s failed: %s: %s", name, exc.code, exc.message)
+            return error_result(exc)
+        except ValidationError as exc:  # an engine model refused a value we passed on
+            log.info("%s: engine refused arguments: %s", name, exc)
+            return error_result(validation_error(name, model, exc))
+        except Exception as exc:
+            log.exception("%s crashed", name)
+            return error_result(
+                InternalError(f"{name} failed unexpectedly: {type(exc).__name__}: {exc}")
+            )
+        data = result if isinstance(result, dict) else result.model_dump(mode="json")
+        return ok_result(data)
+
+    parameters = model.model_json_schema()
+    for field, extra in (schema_patch or {}).items():
+        parameters["properties"][field].update(extra)
+    return Tool(
+        fn=handler,
+        name=name,
+        title=TITLES[name],
+        description=description,
+        parameters=parameters,
+        fn_metadata=FuncMetadata(arg_model=_RawArguments, output_model=spec.output_model),
+        is_async=True,
+        context_kwarg="ctx",
+        annotations=spec.annotations,
+    )
+
+
+def split_enter(
+    text: str | None, keys: list[str] | None, paste: bool | str
+) -> tuple[str | None, list[str] | None]:
+    """With ``paste=True``, trailing newlines of ``text`` become Enter keys after the paste.
+
+    Inside a bracketed paste readline inserts a newline instead of running the line, so a
+    pasted ``"ls\\n"`` would wait for an Enter that never comes. (``paste="auto"`` already
+    sends trailing newlines after the paste: ``keys.encode_text``.)
+    """
+    if not text or paste is not True:
+        return text, keys
+    body = text.rstrip("\r\n")
+    enters = text[len(body) :].count("\n") or (1 if text.endswith("\r") else 0)
+    if not enters:
+        return text, keys
+    return body or None, ["enter"] * enters + list(keys or [])
+
+
+async def _set_when_cancelled(event: threading.Event) -> None:
+    """Sleep until cancelled, then set ``event`` (also on normal teardown: harmless then)."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        event.set()
+
+
+class Tools:
+    """The tool bodies. Arguments arrive validated; engine calls run in worker threads."""
+
+    def __init__(self, config: SandboxConfig, manager: SessionManager) -> None:
+        self.config = config
+        self.manager = manager
+        self.limiter = anyio.CapacityLimiter(max(40, 4 * config.max_sessions))
+
+    async def _run(self, fn: Callable[[], T], *, abandon: bool = False) -> T:
+        """Run a blocking engine call in a worker thread.
+
+        A cancelled call waits for the thread to finish, unless ``abandon``: for calls that
+        only wait and read (they end at their own timeout, or when the session closes).
+        """
+        return await anyio.to_thread.run_sync(fn, limiter=self.limiter, abandon_on_cancel=abandon)
+
+    def _max_ms(self, field: str, value: int) -> None:
+        limit = int(self.config.max_timeout_s * 1000)
+        if value > limit:
+            raise InvalidArgumentError(
+                f"{field}={value} is above the server's maximum of {limit} ms",
+                hint="Wait in shorter steps: call read again with wait_for or idle_ms.",
+            )
+
+    # -- sessions ----------------------------------------------------------------------------
+    async def session_create(self, args: SessionCreateInput, ctx: ToolContext) -> SessionCreated:
+        return await self._run(partial(self.manager.create, args))
+
+    async def session_list(self, args: NoInput, ctx: ToolContext) -> SessionList:
+        return await self._run(self.manager.list_sessions)
+
+    async def session_info(self, args: SessionInput, ctx: ToolContext) -> SessionInfo:
+        return await self._run(partial(self.manager.info, args.session_id))
+
+    async def session_destroy(self, args: SessionDestroyInput, ctx: ToolContext) -> Destroyed:
+        return await self._run(partial(self.manager.destroy, args.session_id, force=args.force))
+
+    async def server_info(self, args: NoInput, ctx: ToolContext) -> ServerInfo:
+        return await self._run(self.manager.server_info)
+
+    # -- execute -----------------------------------------------------------------------------
+    async def execute(self, args: ExecuteInput, ctx: ToolContext) -> ExecResult:
+        cancel = threading.Event()
+        send, receive = anyio.create_memory_object_stream[tuple[float, str]](16)
+
+        def progress(elapsed: float, line: str) -> None:  # engine thread -> event loop
+            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, RuntimeError):
+                anyio.from_thread.run_sync(send.send_nowait, (elapsed, line))
+
+        async def forward() -> None:
+            async with receive:
+                async for elapsed, line in receive:
+                    message = f"{elapsed:.0f} s" + (f": {line}" if line else "")
+                    try:
+                        await ctx.report_progress(round(elapsed, 1), None, message)
+                    except Exception as exc:  # the client went away: keep running
+                        log.debug("progress notification failed: %s", exc)
+
+        run = partial(
+            self.manager.execute,
+            args.command,
+            session_id=args.session_id,
+            project_path=args.project_path if args.session_id is None else None,
+            name=args.name,
+            timeout_s=args.timeout_s,
+            idle_timeout_s=args.idle_timeout_s,
+            background=args.background,
+            max_lines=args.max_lines,
+            strip_ansi=args.strip_ansi,
+            progress=progress,
+            cancel=cancel,
+        )
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(forward)
+            tg.start_soon(_set_when_cancelled, cancel)
+            try:
+                result = await self._run(run)
+            except Exception as exc:  # raised below, not as an ExceptionGroup
+                failure = exc
+            finally:
+                send.close()
+                tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
+
+    # -- terminal ----------------------------------------------------------------------------
+    async def send(self, args: SendInput, ctx: ToolContext) -> dict[str, Any]:
+        self._max_ms("wait_ms", args.wait_ms)
+        return await self._run(partial(self._send, args), abandon=True)
+
+    def _send(self, args: SendInput) -> dict[str, Any]:
+        session = self.manager.get(args.session_id)
+        text, keys = split_enter(args.text, args.keys, args.paste)
+        sent = session.send(
+            text=text, keys=keys, paste=args.paste, wait_ms=args.wait_ms, view=args.view
+        )
+        return sent.model_dump(mode="json", exclude_none=True)
+
+    async def read(self, args: ReadInput, ctx: ToolContext) -> ReadResult:
+        self._max_ms("timeout_ms", args.timeout_ms)
+        session = self.manager.get(args.session_id)
+        return await self._run(
+            partial(
+                session.read,
+                view=args.view,
+                strip_ansi=args.strip_ansi,
+                wait_for=args.wait_for,
+                timeout_ms=args.timeout_ms,
+                idle_ms=args.idle_ms,
+                offset=args.offset,
+                limit=args.limit,
+            ),
+            abandon=True,
+        )
+
+    async def signal(self, args: SignalInput, ctx: ToolContext) -> SignalResult:
+        session = self.manager.get(args.session_id)
+        return await self._run(partial(session.signal, args.signal, escalate_=args.escalate))
+
+    async def resize(self, args: ResizeInput, ctx: ToolContext) -> ResizeResult:
+        session = self.manager.get(args.session_id)
+        return await self._run(partial(session.resize, args.rows, args.cols))
+
+    async def read_log(self, args: ReadLogInput, ctx: ToolContext) -> LogChunk:
+        session = self.manager.get(args.session_id)
+        return await self._run(
+            partial(session.read_log, args.from_byte, args.max_bytes, args.strip_ansi)
+        )
+
+    def specs(self) -> list[ToolSpec]:
+        read_only = ToolAnnotations(read_only_hint=True)
+        destructive = ToolAnnotations(read_only_hint=False, destructive_hint=True)
+        plain = ToolAnnotations(read_only_hint=False)
+        resizing = ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True
+        )
+        return [
+            ToolSpec(
+                "session_create", SessionCreateInput, SessionCreated, self.session_create, plain
+            ),
+            ToolSpec("session_list", NoInput, SessionList, self.session_list, read_only),
+            ToolSpec("session_info", SessionInput, SessionInfo, self.session_info, read_only),
+            ToolSpec(
+                "session_destroy", SessionDestroyInput, Destroyed, self.session_destroy, destructive
+            ),
+            ToolSpec("execute", ExecuteInput, ExecResult, self.execute, plain),
+            ToolSpec("send", SendInput, SendResult, self.send, plain),
+            ToolSpec("read", ReadInput, ReadResult, self.read, read_only),
+            ToolSpec("signal", SignalInput, SignalResult, self.signal, destructive),
+            ToolSpec("resize", ResizeInput, ResizeResult, self.resize, resizing),
+            ToolSpec("read_log", ReadLogInput, LogChunk, self.read_log, read_only),
+            ToolSpec("server_info", NoInput, ServerInfo, self.server_info, read_only),
+        ]
+
+
+def build_server(config: SandboxConfig, manager: SessionManager | None = None) -> MCPServer[Any]:
+    """The MCP server for ``manager`` (created, and closed when the server stops, if omitted)."""
+    owned = manager is None
+    if manager is None:
+        from sandbox.manager import SessionManager
+
+        manager = SessionManager(config)
+    tools = Tools(config, manager)
+    patches = {
+        "execute": {
+            "timeout_s": {
+                "maximum": config.max_timeout_s,
+                "description": (
+                    f"Seconds before the command is stopped (INT, TERM, KILL). Default "
+                    f"{config.default_timeout_s:g}, at most {config.max_timeout_s:g}; with "
+                    "background, how long to wait for its first output (default 5)."
+                ),
+            }
+        }
+    }
+    described = {
+        name: text.replace("<DEFAULT_TIMEOUT>", f"{config.default_timeout_s:g}").replace(
+            "<MAX_TIMEOUT>", f"{config.max_timeout_s:g}"
+        )
+        for name, text in DESCRIPTIONS.items()
+    }
+    registered = [make_tool(s, described[s.name], patches.get(s.name)) for s in tools.specs()]
+    lifespan = _closing_lifespan(manager) if owned else None
+    return MCPServer(
+        "sandbox",
+        title="sandbox",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        tools=registered,
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+
+
+def _closing_lifespan(
+    manager: SessionManager,
+) -> Callable[[MCPServer[Any]], contextlib.AbstractAsyncContextManager[None]]:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(manager.close)
+
+    return lifespan
+
+
+# -- transports -------------------------------------------------------------------------------
+def collect_orphans(manager: SessionManager) -> None:
+    """Remove containers of servers that are gone (logged to stderr); never fatal."""
+    try:
+        removed = manager.gc()
+    except SandboxError as exc:
+        log.warning("could not look for leftover containers: %s", exc.message)
+        return
+    for state in removed:
+        log.warning(
+            "removed leftover container %s (%s) of a server that is gone",
+            state.name or state.id[:12],
+            state.status,
+        )
+
+
+def run_stdio(config: SandboxConfig) -> None:
+    """Serve MCP on stdin/stdout (see ``sandbox.stdio_app``)."""
+    from sandbox.stdio_app import serve
+
+    serve(config)
+
+
+def run_http(config: SandboxConfig, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Serve MCP over streamable HTTP at ``/mcp`` (see ``sandbox.http_app``)."""
+    from sandbox.http_app import serve
+
+    serve(config, host=host, port=port)
