@@ -1,0 +1,351 @@
+"""``sandbox doctor``: is this machine ready to run sessions? Each check says ok or FAIL, and how
+to fix it.
+
+Checks run in order and later ones are skipped when what they need failed (no engine: no image
+check). The resource-limit checks start a tiny labelled container from the session image with
+known limits and read its cgroup files (v1 or v2), so they prove the engine *enforces* limits,
+not merely accepts them. ``exit_code`` is 0 only when every required check passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sandbox.backends.base import ContainerSpec, EngineDescription
+from sandbox.config import (
+    LABEL_CREATED,
+    LABEL_MANAGED,
+    LABEL_NAME,
+    LABEL_OWNER,
+    LABEL_SESSION,
+    SandboxConfig,
+)
+from sandbox.errors import SandboxError
+from sandbox.image import DEFAULT_IMAGE
+from sandbox.session import now_iso
+
+Status = Literal["ok", "FAIL", "warn", "info", "skip"]
+
+MIN_API_VERSION = (1, 40)
+PROBE_MEMORY_MB = 64
+PROBE_PIDS = 64
+PROBE_CPUS = 0.5
+RUNTIME_ENV = "SANDBOX_RUNTIME"
+
+# Printed by the probe container: "file=value" for each cgroup file it can read.
+_CGROUP_FILES = (
+    "memory.max",
+    "pids.max",
+    "cpu.max",
+    "memory/memory.limit_in_bytes",
+    "pids/pids.max",
+    "cpu/cpu.cfs_quota_us",
+    "cpu/cpu.cfs_period_us",
+    "cpu,cpuacct/cpu.cfs_quota_us",
+    "cpu,cpuacct/cpu.cfs_period_us",
+)
+_PROBE_SCRIPT = (
+    f"for f in {' '.join(_CGROUP_FILES)}; do "
+    '[ -r "/sys/fs/cgroup/$f" ] && printf "%s=%s\\n" "$f" "$(cat "/sys/fs/cgroup/$f")"; '
+    "done; true"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str = ""
+    fix: str = ""
+    required: bool = True
+
+    @property
+    def passed(self) -> bool:
+        return self.status != "FAIL" or not self.required
+
+    def render(self) -> str:
+        line = f"{self.status:<5} {self.name}" + (f": {self.detail}" if self.detail else "")
+        if self.fix and self.status in ("FAIL", "warn"):
+            line += f"\n      fix: {self.fix}"
+        return line
+
+
+def exit_code(checks: list[Check]) -> int:
+    return 0 if all(c.passed for c in checks) else 1
+
+
+def run_checks(
+    environ: dict[str, str] | None = None,
+    backend_factory: Callable[[], Any] | None = None,
+) -> Iterator[Check]:
+    """Yield each check as it completes (so a slow one shows progress)."""
+    env = dict(os.environ if environ is None else environ)
+    try:
+        config = SandboxConfig.from_env(env)
+        yield Check("configuration", "ok", "SANDBOX_* variables are valid")
+    except SandboxError as exc:
+        yield Check("configuration", "FAIL", exc.message, exc.hint)
+        config = SandboxConfig()
+    yield _state_dir(config)
+    yield _allowed_roots(config)
+
+    where = env.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
+    try:
+        if backend_factory is None:
+            from sandbox.backends.docker import DockerBackend
+
+            backend: Any = DockerBackend()
+        else:
+            backend = backend_factory()
+        engine: EngineDescription = backend.describe()
+    except SandboxError as exc:
+        yield Check(
+            "engine answers",
+            "FAIL",
+            f"no container engine at {where}: {exc.message}",
+            "Start Docker (Docker Desktop, `sudo systemctl start docker`) or Podman "
+            "(`systemctl --user start podman.socket`), or point DOCKER_HOST at its socket.",
+        )
+        yield Check("session image", "skip", "needs the engine")
+        yield Check("resource limits", "skip", "needs the engine")
+        return
+    details = [engine.version]
+    if engine.os:
+        details.append(engine.os)
+    if engine.cgroup_version:
+        details.append(f"cgroup v{engine.cgroup_version}")
+    yield Check("engine answers", "ok", f"{engine.name} {', '.join(details)} at {where}")
+    yield _api_version(engine)
+    yield _user_namespaces(backend)
+    runtime = env.get(RUNTIME_ENV) or None
+    yield _runtime(engine, runtime)
+    if runtime not in engine.runtimes:
+        runtime = None  # already reported; probe the limits with the default runtime
+
+    image = config.image
+    try:
+        present = backend.image_exists(image)
+    except SandboxError as exc:
+        present = False
+        yield Check("session image", "FAIL", f"cannot look up {image}: {exc.message}", exc.hint)
+    else:
+        if present:
+            yield Check("session image", "ok", f"{image} is present")
+        else:
+            fix = (
+                "Run `sandbox image build`."
+                if image == DEFAULT_IMAGE
+                else f"Build or load {image} on this engine, or unset SANDBOX_IMAGE."
+            )
+            yield Check("session image", "FAIL", f"{image} is not on the engine", fix)
+    if not present:
+        yield Check("resource limits", "skip", "needs the session image")
+        return
+    yield from _limits(backend, config, image, runtime)
+
+
+def _state_dir(config: SandboxConfig) -> Check:
+    path = config.state_dir
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check(
+            "state directory writable",
+            "FAIL",
+            f"{path}: {exc.strerror or exc}",
+            "Make it writable for this user, or set SANDBOX_STATE_DIR to a directory that is.",
+        )
+    return Check("state directory writable", "ok", str(path))
+
+
+def _allowed_roots(config: SandboxConfig) -> Check:
+    roots = [Path(r) for r in config.allowed_roots]
+    missing = [str(r) for r in roots if not r.is_dir()]
+    present = [str(r) for r in roots if r.is_dir()]
+    if not present:
+        return Check(
+            "allowed roots exist",
+            "FAIL",
+            "none of them exists: " + ", ".join(missing),
+            "Set SANDBOX_ALLOWED_ROOTS to existing directories (separated by "
+            f"{os.pathsep!r}) under which your projects live.",
+        )
+    if missing:
+        return Check(
+            "allowed roots exist",
+            "warn",
+            f"{', '.join(present)} (missing: {', '.join(missing)})",
+            "Create the missing directories or drop them from SANDBOX_ALLOWED_ROOTS.",
+        )
+    return Check("allowed roots exist", "ok", ", ".join(present))
+
+
+def _api_version(engine: EngineDescription) -> Check:
+    try:
+        version = tuple(int(p) for p in engine.api_version.split(".")[:2])
+    except ValueError:
+        version = ()
+    minimum = ".".join(str(p) for p in MIN_API_VERSION)
+    if len(version) == 2 and version >= MIN_API_VERSION:
+        return Check("API version", "ok", f"{engine.api_version} (need {minimum}+)")
+    return Check(
+        "API version",
+        "FAIL",
+        f"{engine.api_version or 'unknown'} is older than {minimum}",
+        "Upgrade the engine (Docker 19.03+ or Podman 3+).",
+    )
+
+
+def _user_namespaces(backend: Any) -> Check:
+    """Reported, not required: sessions run unprivileged with every capability dropped."""
+    try:
+        info: dict[str, Any] = backend.api.info()
+    except Exception:
+        return Check("user namespaces", "info", "unknown", required=False)
+    options = " ".join(str(o) for o in info.get("SecurityOptions") or [])
+    if "name=rootless" in options:
+        return Check("user namespaces", "ok", "rootless engine", required=False)
+    if "name=userns" in options:
+        return Check("user namespaces", "ok", "userns-remap is on", required=False)
+    return Check(
+        "user namespaces",
+        "info",
+        "off (root in a container is root on the host; sessions never run as root and drop "
+        "every capability; rootless Docker/Podman or userns-remap would add a layer)",
+        required=False,
+    )
+
+
+def _runtime(engine: EngineDescription, runtime: str | None) -> Check:
+    registered = ", ".join(engine.runtimes) or "none reported"
+    if runtime is None:
+        gvisor = "runsc is registered" if "runsc" in engine.runtimes else "runsc not registered"
+        return Check(
+            "gVisor runtime",
+            "info",
+            f"not configured ({RUNTIME_ENV} unset; {gvisor}; runtimes: {registered})",
+            required=False,
+        )
+    if runtime in engine.runtimes:
+        return Check("gVisor runtime" if runtime == "runsc" else "runtime", "ok", runtime)
+    return Check(
+        "gVisor runtime" if runtime == "runsc" else "runtime",
+        "FAIL",
+        f"{RUNTIME_ENV}={runtime} but the engine has only: {registered}",
+        "Install gVisor and register it (`sudo runsc install && sudo systemctl restart docker`), "
+        f"or unset {RUNTIME_ENV}.",
+    )
+
+
+def _limits(
+    backend: Any, config: SandboxConfig, image: str, runtime: str | None
+) -> Iterator[Check]:
+    tag = secrets.token_hex(6)
+    spec = ContainerSpec(
+        image=image,
+        name=f"sandbox-doctor-{tag}",
+        labels={
+            LABEL_MANAGED: "true",
+            LABEL_SESSION: f"doctor-{tag}",
+            LABEL_OWNER: config.owner,
+            LABEL_NAME: "doctor",
+            LABEL_CREATED: now_iso(),
+        },
+        mounts=(),
+        command=("sleep", "60"),
+        user="65534:65534",
+        memory_mb=PROBE_MEMORY_MB,
+        cpus=PROBE_CPUS,
+        pids=PROBE_PIDS,
+        network="none",
+        tmpfs={},
+        runtime=runtime,
+    )
+    cid: str | None = None
+    try:
+        cid = backend.create(spec)
+        result = backend.run(cid, ["sh", "-c", _PROBE_SCRIPT], user="65534:65534")
+        values = parse_cgroup_output(result.output.decode("utf-8", "replace"))
+    except SandboxError as exc:
+        yield Check(
+            "resource limits",
+            "FAIL",
+            f"could not start a probe container with limits: {exc.message}",
+            f"Try `docker run --rm --memory {PROBE_MEMORY_MB}m --cpus {PROBE_CPUS:g} "
+            f"--pids-limit {PROBE_PIDS} {image} true` and fix what the engine reports.",
+        )
+        return
+    finally:
+        if cid is not None:
+            with contextlib.suppress(SandboxError):
+                backend.remove(cid)
+    yield from judge_limits(values)
+
+
+def parse_cgroup_output(text: str) -> dict[str, str]:
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def judge_limits(values: dict[str, str]) -> Iterator[Check]:
+    """Compare the probe's cgroup files with the limits it was started with."""
+    v2 = "memory.max" in values or "cpu.max" in values or "pids.max" in values
+    version = "v2" if v2 else "v1"
+    fix = (
+        "The engine does not apply this limit: enable the cgroup controller (cgroup v2 with "
+        "systemd: `systemd.unified_cgroup_hierarchy=1`; rootless engines: delegate cpu, memory "
+        "and pids to the user with systemd), then restart the engine."
+    )
+
+    memory = values.get("memory.max") or values.get("memory/memory.limit_in_bytes")
+    expected = PROBE_MEMORY_MB * 1024 * 1024
+    if memory is not None and memory.isdigit() and int(memory) <= expected:
+        yield Check("memory limit enforced", "ok", f"cgroup {version}: {int(memory) >> 20} MiB")
+    else:
+        yield Check(
+            "memory limit enforced", "FAIL", f"cgroup {version}: {memory or 'unreadable'}", fix
+        )
+
+    pids = values.get("pids.max") or values.get("pids/pids.max")
+    if pids is not None and pids.isdigit() and int(pids) <= PROBE_PIDS:
+        yield Check("pids limit enforced", "ok", f"cgroup {version}: {pids}")
+    else:
+        yield Check("pids limit enforced", "FAIL", f"cgroup {version}: {pids or 'unreadable'}", fix)
+
+    cpus: float | None = None
+    if "cpu.max" in values:
+        quota, _, period = values["cpu.max"].partition(" ")
+        cpus = _ratio(quota, period)
+    else:
+        for base in ("cpu", "cpu,cpuacct"):
+            v1_quota = values.get(f"{base}/cpu.cfs_quota_us")
+            v1_period = values.get(f"{base}/cpu.cfs_period_us")
+            if v1_quota is not None and v1_period is not None:
+                cpus = _ratio(v1_quota, v1_period)
+                break
+    if cpus is not None and abs(cpus - PROBE_CPUS) < 0.01:
+        yield Check("CPU limit enforced", "ok", f"cgroup {version}: {cpus:g} CPUs")
+    else:
+        shown = f"{cpus:g} CPUs" if cpus is not None else "no quota"
+        yield Check("CPU limit enforced", "FAIL", f"cgroup {version}: {shown}", fix)
+
+
+def _ratio(quota: str, period: str) -> float | None:
+    try:
+        q, p = int(quota), int(period)
+    except ValueError:
+        return None
+    return q / p if q > 0 and p > 0 else None
