@@ -243,8 +243,16 @@ def _request(args: argparse.Namespace) -> CreateRequest:
 def _box_config(
     args: argparse.Namespace, config: SandboxConfig, timeout_s: float | None = None
 ) -> SandboxConfig:
-    """``config`` with maxima raised to explicit flags (the CLI's user is the operator)."""
+    """``config`` with maxima raised to explicit flags (the CLI's user is the operator).
+
+    The project directory the person named is allowed as a root of its own (system
+    directories, ``/`` and engine sockets are still refused by the path checks)."""
     update: dict[str, object] = {}
+    project = getattr(args, "project", None)
+    if project is not None:
+        named = Path(project).expanduser().absolute()
+        if named.is_dir():
+            update["allowed_roots"] = (*config.allowed_roots, named.resolve())
     if args.memory is not None and args.memory > config.max_memory_mb:
         update["max_memory_mb"] = args.memory
     if args.cpus is not None and args.cpus > config.max_cpus:

@@ -18,6 +18,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 import textwrap
 import time
@@ -252,11 +253,24 @@ def test_run_with_a_missing_image_is_one_line_with_a_hint(
     assert "Traceback" not in result.stderr
 
 
-def test_run_outside_the_allowed_roots_is_refused(cli_env: dict[str, str]) -> None:
-    result = sandbox(cli_env, "run", "--project", "/", "--", "true")
-    assert result.returncode == 1
-    assert "hint:" in result.stderr
-    assert "Traceback" not in result.stderr
+def test_run_refuses_system_directories_even_when_named(cli_env: dict[str, str]) -> None:
+    for path in ("/", "/etc"):
+        result = sandbox(cli_env, "run", "--project", path, "--", "true")
+        assert result.returncode == 1
+        assert "hint:" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_run_in_a_named_directory_outside_the_allowed_roots(cli_env: dict[str, str]) -> None:
+    # the person at the keyboard named it: a checkout anywhere works, like `docker run -v`
+    outside = Path(tempfile.mkdtemp(prefix="sandbox-cli-outside-", dir="/var/tmp"))
+    try:
+        outside.chmod(0o755)
+        result = sandbox(cli_env, "run", "--", "pwd", cwd=outside)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "/workspace\n"
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 # -- ls, logs, kill, gc: sessions of another server process ------------------------------------
