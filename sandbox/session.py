@@ -1,5 +1,10 @@
 """One session: a container, one attached TTY shell in it, and the terminal it draws.
 
+This module owns the shell's lifecycle, the reader thread and ``execute``; what a session shows
+and takes (``send``, ``read``, ``read_log``, ``resize``) is in ``sandbox.views``, how it is
+looked into and stopped (``signal``, ``info``, the escalation target) in ``sandbox.control``,
+and the state they share in ``sandbox.state``.
+
 Threads: one reader thread per session reads the exec socket and does only cheap work per chunk
 (append to the raw log, find markers with ``bytes.find``, count newlines, notice terminal
 queries); callers' threads do the rest (transcript cleaning, pyte) on demand. ``_cond`` guards
@@ -12,118 +17,41 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from sandbox.backends.base import Backend, ExecChannel
+from sandbox.control import GRACE_S, ControlMixin
 from sandbox.errors import (
     InvalidArgumentError,
     SandboxError,
     SessionBusyError,
     SessionExitedError,
 )
-from sandbox.execute import (
-    SHELL_ARGV,
-    SHELL_RC,
-    MarkerScanner,
-    command_line,
-    new_nonce,
-    resync_line,
-)
-from sandbox.keys import encode_keys, encode_text, parse_paste
-from sandbox.models import (
-    Cursor,
-    Destroyed,
-    ExecResult,
-    Limits,
-    LogChunk,
-    LogRange,
-    ReadResult,
-    ResizeResult,
-    SendResult,
-    SessionCreated,
-    SessionInfo,
-    SessionSummary,
-    SignalResult,
-    Usage,
-)
-from sandbox.probe import ProbeResult, parse_probe, probe_script
+from sandbox.execute import SHELL_ARGV, SHELL_RC, MarkerScanner, command_line, new_nonce
+from sandbox.models import Destroyed, ExecResult, LogRange
+from sandbox.output import OutputFn, OutputStreamer, shape_output
 from sandbox.rawlog import RawLog
-from sandbox.signals import SIGNAL_NUMBERS, escalate
-from sandbox.terminal import (
-    DA1_REPLY,
-    DA2_REPLY,
-    LazyScreen,
-    ScreenSnapshot,
-    StreamScanner,
-    clean_transcript,
-)
+from sandbox.signals import escalate
+from sandbox.state import Pending, SessionSpec, now_iso
+from sandbox.terminal import DA1_REPLY, DA2_REPLY, LazyScreen, StreamScanner, clean_transcript
+from sandbox.views import ViewsMixin
+
+__all__ = ["OutputFn", "ProgressFn", "Session", "SessionSpec", "now_iso"]
 
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[float, str], None]
-OutputFn = Callable[[bytes], None]
 
 READY_TIMEOUT_S = 30.0  # generous: a loaded engine can take seconds to start an exec
-GRACE_S = 1.0
 PROMPT_WAIT_S = 0.5
 PROGRESS_EVERY_S = 1.0
-SEND_SETTLE_MS = 300  # send with wait_ms: return once the program paused this long
-SCROLLBACK_BYTES = 4 * 1024 * 1024
 RESET_NOTICE = b"\r\n[sandbox: the container was reset to stop a runaway job]\r\n"
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-@dataclass
-class SessionSpec:
-    """What a session was created with (the create fields of the contract)."""
-
-    session_id: str
-    name: str
-    image: str
-    project_path: str
-    workdir: str
-    rows: int
-    cols: int
-    network: bool
-    durable: bool
-    limits: Limits
-    created_at: str
-    read_only_project: bool
-    command: list[str] | None
-    user: str  # "uid:gid" of the shell
-    env: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class _Pending:
-    """The command the shell is running (or was), tracked by the reader thread."""
-
-    nonce: str
-    sent_at: float
-    start: int | None = None  # offset just after the start marker
-    end: int | None = None  # offset of the end marker
-    after: int | None = None  # offset just after the end marker
-    exit_code: int | None = None
-    newlines: int = 0
-    sent_offset: int = 0  # log size when the line was typed: the echo starts here
-    display: bytes = b""  # what the screen shows instead of the protocol line
-    prompt_end: int | None = None  # just after the first prompt marker following the end
-
-    @property
-    def finished(self) -> bool:
-        return self.end is not None
-
-
-class Session:
+class Session(ViewsMixin, ControlMixin):
     """A live session. Create through ``SessionManager``; every method is thread-safe."""
 
     def __init__(
@@ -156,7 +84,7 @@ class Session:
         self._alive = False
         self._shell_pid: int | None = None
         self._exit_code: int | None = None
-        self._pending: _Pending | None = None
+        self._pending: Pending | None = None
         self._last_exit_code: int | None = None
         self._read_offset = self.log.size
         self._skip_prompt_at: int | None = None
@@ -296,20 +224,6 @@ class Session:
         with contextlib.suppress(SandboxError):
             channel.write(b"".join(replies))
 
-    def _require_alive(self) -> ExecChannel:
-        if self._destroyed:
-            raise SessionExitedError(f"session {self.id} was destroyed")
-        if not self._alive or self._channel is None:
-            raise SessionExitedError(
-                f"the shell of session {self.id} has exited"
-                + (f" with code {self._exit_code}" if self._exit_code is not None else ""),
-            )
-        return self._channel
-
-    def _touch(self) -> None:
-        self.last_activity_at = now_iso()
-
-    # -- execute -------------------------------------------------------------------------
     def execute(
         self,
         command: str,
@@ -422,7 +336,7 @@ class Session:
                     self._prompt_marker_works = False
                     break
                 self._cond.wait(remaining)
-            p = _Pending(
+            p = Pending(
                 nonce=new_nonce(),
                 sent_at=time.monotonic(),
                 sent_offset=self.log.size,
@@ -435,7 +349,7 @@ class Session:
         channel.write(command_line(command, p.nonce))
         if background and idle_timeout_s is None:
             idle_timeout_s = 1.0
-        stream = _Streamer(self, p, on_output) if on_output is not None else None
+        stream = OutputStreamer(self.log, p, on_output) if on_output is not None else None
         outcome = self._wait(p, deadline, idle_timeout_s, background, progress, cancel, stream)
         signals_sent: list[str] = []
         reset = False
@@ -463,7 +377,9 @@ class Session:
             newlines = p.newlines
         if reset:
             exit_code = 137
-        output, truncated, total = self._output(start, end, newlines, max_lines, strip_ansi)
+        output, truncated, total = shape_output(
+            self.log, start, end, newlines, max_lines, strip_ansi, self._execute_max_bytes
+        )
         oom = False
         if exit_code == 137 and not reset:
             oom = self._check_oom()
@@ -489,13 +405,13 @@ class Session:
 
     def _wait(
         self,
-        p: _Pending,
+        p: Pending,
         deadline: float,
         idle_timeout_s: float | None,
         background: bool,
         progress: ProgressFn | None,
         cancel: threading.Event | None,
-        stream: _Streamer | None = None,
+        stream: OutputStreamer | None = None,
     ) -> str:
         next_progress = time.monotonic() + PROGRESS_EVERY_S
         while True:
@@ -532,103 +448,13 @@ class Session:
                 with contextlib.suppress(Exception):
                     progress(time.monotonic() - p.sent_at, self._last_line(p))
 
-    def _last_line(self, p: _Pending) -> str:
+    def _last_line(self, p: Pending) -> str:
         if p.start is None:
             return ""
         end = self.log.size
         text = clean_transcript(self.log.read(max(p.start, end - 4096), end))
         lines = [ln for ln in text.splitlines() if ln.strip()]
         return lines[-1][:200] if lines else ""
-
-    def _output(
-        self, start: int, end: int, newlines: int, max_lines: int, strip_ansi: bool
-    ) -> tuple[str, bool, int]:
-        cut = max(start, end - self._execute_max_bytes)
-        raw = self.log.read(cut, end)
-        byte_cut = cut > start
-        if byte_cut:
-            nl = raw.find(b"\n")
-            raw = raw[nl + 1 :] if nl >= 0 else b""
-        text = clean_transcript(raw, strip_ansi=strip_ansi)
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-            trailing = "\n"
-        else:
-            trailing = ""
-        total = newlines + (0 if trailing else 1) if byte_cut else len(lines)
-        truncated = byte_cut
-        if max_lines >= 0 and len(lines) > max_lines:
-            lines = lines[len(lines) - max_lines :] if max_lines else []
-            truncated = True
-        out = "\n".join(lines) + (trailing if lines else "")
-        return out, truncated, total
-
-    def _check_oom(self) -> bool:
-        probe = self._probe()
-        if probe is None or probe.oom_kills is None:
-            return False
-        if probe.oom_kills > self._oom_baseline:
-            self._oom_baseline = probe.oom_kills
-            self._oom_seen = True
-            return True
-        return False
-
-    # -- escalation target (see sandbox.signals) -----------------------------------------
-    def interrupt(self) -> None:
-        with contextlib.suppress(SandboxError):
-            self._require_alive().write(b"\x03")
-
-    def foreground_pgid(self) -> int | None:
-        pid = self._shell_pid
-        if pid is None:
-            return None
-        result = self.backend.run(
-            self.container_id,
-            ["sh", "-c", f"ps -o tpgid= -p {int(pid)}"],
-            user=self.spec.user,
-        )
-        if result.exit_code != 0 and not result.output.strip():
-            raise SessionBusyError(
-                f"cannot run a control command in session {self.id} (exit {result.exit_code})"
-            )
-        try:
-            tpgid = int(result.output.strip() or b"0")
-        except ValueError as exc:
-            raise SessionBusyError(f"cannot read the foreground job: {result.output!r}") from exc
-        return tpgid if tpgid > 0 and tpgid != pid else None
-
-    def signal_group(self, pgid: int, signal: str) -> bool:
-        number = SIGNAL_NUMBERS[signal]
-        try:
-            result = self.backend.run(
-                self.container_id,
-                ["kill", f"-{number}", "--", f"-{int(pgid)}"],
-                user=self.spec.user,
-            )
-        except SandboxError:
-            return False
-        if result.exit_code != 0:
-            log.info("kill -%s -%s: %s", signal, pgid, result.output.decode(errors="replace"))
-        return result.exit_code == 0 or b"No such process" in result.output
-
-    def wait_done(self, grace_s: float) -> bool:
-        deadline = time.monotonic() + grace_s
-        with self._cond:
-            while True:
-                p = self._pending
-                if p is None or p.finished or not self._alive:
-                    return True
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-
-    def resync(self) -> None:
-        p = self._pending
-        if p is not None and not p.finished:
-            with contextlib.suppress(SandboxError):
-                self._require_alive().write(resync_line(p.nonce, 130))
 
     def reset(self) -> None:
         """Kill the container, start it again and open a new shell (a fork bomb's last resort)."""
@@ -649,356 +475,6 @@ class Session:
         self.log.append(RESET_NOTICE)
         self.open_shell()
 
-    # -- raw access (a person's terminal: `sandbox shell`, `attach`) -------------------------
-    def write_raw(self, data: bytes) -> None:
-        """Type bytes into the terminal exactly as given."""
-        self._require_alive().write(data)
-        self._touch()
-
-    def wait_output(self, offset: int, timeout_s: float) -> int:
-        """Block until the log grows past ``offset``, the shell ends, or the timeout; return the
-        log's size (read the new bytes with ``log.read(offset, size)``)."""
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self.log.size <= offset and self._alive:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(remaining)
-            return self.log.size
-
-    # -- send / read ---------------------------------------------------------------------
-    def send(
-        self,
-        *,
-        text: str | None = None,
-        keys: list[str] | None = None,
-        paste: bool | str = "auto",
-        wait_ms: int = 0,
-        view: str = "new",
-    ) -> SendResult:
-        channel = self._require_alive()
-        if text is None and not keys:
-            raise InvalidArgumentError(
-                "send needs text or keys", hint='e.g. text="y\\n" or keys=["ctrl+c"]'
-            )
-        data = b""
-        if text:
-            data += encode_text(
-                text, paste=parse_paste(paste), bracketed_paste_mode=self._scanner.bracketed_paste
-            )
-        if keys:
-            data += encode_keys(keys, application_cursor=self._scanner.application_cursor)
-        self._touch()
-        channel.write(data)
-        if wait_ms <= 0:
-            return SendResult(bytes_sent=len(data))
-        read = self.read(view=view, idle_ms=min(wait_ms, SEND_SETTLE_MS), timeout_ms=wait_ms)
-        return SendResult(bytes_sent=len(data), **read.model_dump())
-
-    def read(
-        self,
-        *,
-        view: str = "new",
-        strip_ansi: bool = True,
-        wait_for: str | None = None,
-        timeout_ms: int = 0,
-        idle_ms: int | None = None,
-        offset: int = 0,
-        limit: int | None = None,
-    ) -> ReadResult:
-        if view not in ("new", "screen", "scrollback"):
-            raise InvalidArgumentError(
-                f"unknown view {view!r}", hint='view is "new", "screen" or "scrollback".'
-            )
-        pattern = None
-        if wait_for:
-            try:
-                pattern = re.compile(wait_for, re.MULTILINE)
-            except re.error as exc:
-                raise InvalidArgumentError(
-                    f"wait_for is not a valid regular expression: {exc}",
-                    hint="Use Python regex syntax; escape special characters.",
-                ) from exc
-        self._touch()
-        called = time.monotonic()
-        deadline = called + max(0, timeout_ms) / 1000
-        matched: bool | None = None
-        idle = False
-        while True:
-            content, lines, has_more = self._content(view, strip_ansi, offset, limit, peek=True)
-            if pattern is not None and pattern.search(content):
-                matched = True
-                break
-            now = time.monotonic()
-            with self._cond:
-                last = max(self._last_output, called)  # quiet counts from this call at the earliest
-                quiet = now - last
-                if idle_ms is not None and quiet * 1000 >= idle_ms and pattern is None:
-                    idle = True
-                    break
-                if now >= deadline or not self._alive:
-                    idle = idle_ms is not None and quiet * 1000 >= idle_ms
-                    if pattern is not None:
-                        matched = False
-                    break
-                wake = deadline
-                if idle_ms is not None:
-                    wake = min(wake, last + idle_ms / 1000)
-                self._cond.wait(max(0.005, min(wake - now, 0.25)))
-        content, lines, has_more = self._content(view, strip_ansi, offset, limit, peek=False)
-        snap = self._snapshot()
-        with self._cond:
-            p = self._pending
-            busy = p is not None and not p.finished and self._alive
-            exit_code = self._exit_code if not self._alive else self._last_exit_code
-            exited = not self._alive
-        return ReadResult(
-            content=content,
-            lines=lines,
-            cursor=Cursor(row=snap.cursor_row, col=snap.cursor_col),
-            rows=snap.rows,
-            cols=snap.cols,
-            alternate_screen=snap.alternate_screen,
-            title=snap.title,
-            matched=matched,
-            idle=idle,
-            exited=exited,
-            exit_code=exit_code,
-            has_more=has_more,
-            busy=busy,
-        )
-
-    def _content(
-        self, view: str, strip_ansi: bool, offset: int, limit: int | None, *, peek: bool
-    ) -> tuple[str, int, bool]:
-        if view == "screen":
-            snap = self._snapshot()
-            return snap.content, len(snap.lines), False
-        end = self.log.size
-        if view == "new":
-            with self._cond:
-                start = self._read_offset
-                if not peek:
-                    self._read_offset = end
-            has_more = end - start > self._execute_max_bytes
-            raw = self.log.read(max(start, end - self._execute_max_bytes), end)
-            text = clean_transcript(raw, strip_ansi=strip_ansi)
-            return text, text.count("\n") + (1 if text and not text.endswith("\n") else 0), has_more
-        # scrollback: history lines from the cleaned transcript, paged from the end
-        raw = self._display_read(max(0, end - SCROLLBACK_BYTES), end)
-        all_lines = clean_transcript(raw, strip_ansi=strip_ansi).split("\n")
-        if all_lines and all_lines[-1] == "":
-            all_lines.pop()
-        limit = 100 if limit is None else max(0, limit)
-        stop = len(all_lines) - max(0, offset)
-        begin = max(0, stop - limit)
-        page = all_lines[begin : max(0, stop)]
-        return "\n".join(page), len(page), begin > 0 or end > SCROLLBACK_BYTES
-
-    def _display_read(self, start: int, stop: int) -> bytes:
-        """Log bytes for the views people look at (screen, scrollback): each command's
-        protocol line (``__sb_s NONCE; eval $'...'``) is shown as the command itself."""
-        data = self.log.read(start, stop)
-        with self._cond:
-            echoes = [e for e in self._echoes if e[0] < stop and e[1] > start]
-        if not echoes:
-            return data
-        out: list[bytes] = []
-        pos = start
-        for a, b, shown in echoes:
-            if a >= pos:
-                out.append(data[pos - start : a - start])
-                if b <= stop:
-                    out.append(shown)
-            pos = min(max(pos, b), stop)
-        out.append(data[pos - start :])
-        return b"".join(out)
-
-    def _snapshot(self) -> ScreenSnapshot:
-        with self._screen_lock:
-            self._screen.catch_up(self.log.size, self._display_read, self._scanner)
-            return self._screen.snapshot()
-
-    # -- signal / resize / read_log ------------------------------------------------------
-    def signal(self, sig: str = "INT", *, escalate_: bool = True) -> SignalResult:
-        self._require_alive()
-        sig = sig.upper().removeprefix("SIG")
-        if sig not in SIGNAL_NUMBERS:
-            raise InvalidArgumentError(
-                f"unknown signal {sig!r}", hint=f"One of {', '.join(SIGNAL_NUMBERS)}."
-            )
-        self._touch()
-        before = self._probe()
-        fg_before = before.foreground if before else None
-        if before is None or before.foreground_pgid is None:
-            return SignalResult(
-                stopped=True, signals_sent=[], foreground_before=None, foreground_after=None
-            )
-        if escalate_ and sig in ("INT", "TERM", "KILL"):
-            esc = self._escalate_job(before.foreground_pgid, sig)
-            sent, reset = esc
-        else:
-            ok = self.signal_group(before.foreground_pgid, sig)
-            sent, reset = ([f"SIG{sig}"] if ok else []), False
-            time.sleep(0.05)
-        after = None if reset else self._probe()
-        fg_after = after.foreground if after else None
-        stopped = reset or after is None or after.foreground_pgid != before.foreground_pgid
-        return SignalResult(
-            stopped=stopped,
-            signals_sent=sent,
-            foreground_before=fg_before,
-            foreground_after=fg_after,
-            session_reset=reset,
-        )
-
-    def _escalate_job(self, pgid: int, start: str) -> tuple[list[str], bool]:
-        sent: list[str] = []
-        ladder = ["INT", "TERM", "KILL"]
-        for sig in ladder[ladder.index(start) :]:
-            if not self.signal_group(pgid, sig):
-                self.reset()
-                return sent, True
-            sent.append(f"SIG{sig}")
-            deadline = time.monotonic() + GRACE_S
-            while time.monotonic() < deadline:
-                try:
-                    current = self.foreground_pgid()
-                except SandboxError:
-                    self.reset()
-                    return sent, True
-                if current != pgid:
-                    return sent, False
-                time.sleep(0.1)
-        return sent, False
-
-    def resize(self, rows: int, cols: int) -> ResizeResult:
-        if not (2 <= rows <= 1000 and 10 <= cols <= 1000):
-            raise InvalidArgumentError(
-                f"bad terminal size {rows}x{cols}", hint="rows 2..1000, cols 10..1000"
-            )
-        channel = self._require_alive()
-        channel.resize(rows, cols)
-        with self._screen_lock:
-            self._screen.resize(rows, cols)
-        self.rows, self.cols = rows, cols
-        self._touch()
-        return ResizeResult(rows=rows, cols=cols)
-
-    def read_log(
-        self, from_byte: int = 0, max_bytes: int = 65536, strip_ansi: bool = False
-    ) -> LogChunk:
-        if max_bytes <= 0 or max_bytes > 1024 * 1024:
-            raise InvalidArgumentError(
-                f"max_bytes must be 1..1048576, got {max_bytes}", hint="Page with next_byte."
-            )
-        total = self.log.size
-        start = total + from_byte if from_byte < 0 else from_byte
-        start = max(0, min(start, total))
-        raw = self.log.read(start, start + max_bytes)
-        # never cut a UTF-8 sequence in two: the next page starts where this one stopped
-        if start + len(raw) < total:
-            raw = _trim_partial_utf8(raw)
-        chunk = (
-            clean_transcript(raw, strip_ansi=True) if strip_ansi else raw.decode("utf-8", "replace")
-        )
-        nxt = start + len(raw)
-        return LogChunk(
-            chunk=chunk, from_byte=start, next_byte=nxt, eof=nxt >= total, total_bytes=total
-        )
-
-    # -- info ----------------------------------------------------------------------------
-    def _probe(self) -> ProbeResult | None:
-        pid = self._shell_pid
-        if pid is None or not self._alive:
-            return None
-        try:
-            result = self.backend.run(
-                self.container_id, ["sh", "-c", probe_script(pid)], user=self.spec.user
-            )
-        except SandboxError as exc:
-            log.info("probe of %s failed: %s", self.id, exc)
-            return None
-        return parse_probe(result.output.decode("utf-8", "replace"), pid)
-
-    @property
-    def busy(self) -> bool:
-        with self._cond:
-            p = self._pending
-            return (p is not None and not p.finished and self._alive) or self._exec_lock.locked()
-
-    @property
-    def status(self) -> str:
-        return "running" if self._alive and not self._destroyed else "exited"
-
-    def created(self) -> SessionCreated:
-        s = self.spec
-        return SessionCreated(
-            session_id=s.session_id,
-            name=s.name,
-            container_id=self.container_id,
-            image=s.image,
-            project_path=s.project_path,
-            workdir=s.workdir,
-            rows=self.rows,
-            cols=self.cols,
-            network=s.network,
-            durable=s.durable,
-            limits=s.limits,
-            created_at=s.created_at,
-            read_only_project=s.read_only_project,
-            command=s.command,
-        )
-
-    def summary(self) -> SessionSummary:
-        s = self.spec
-        return SessionSummary(
-            session_id=s.session_id,
-            name=s.name,
-            project_path=s.project_path,
-            status="running" if self.status == "running" else "exited",
-            busy=self.busy,
-            durable=s.durable,
-            created_at=s.created_at,
-            last_activity_at=self.last_activity_at,
-        )
-
-    def info(self, attach_command: str) -> SessionInfo:
-        probe = self._probe()
-        snap = self._snapshot()
-        usage = Usage()
-        if probe is not None:
-            cpu_percent = None
-            now = time.monotonic()
-            if probe.cpu_s is not None:
-                prev = self._cpu_sample or (self._started_mono, 0.0)
-                elapsed = now - prev[0]
-                if elapsed > 0.05:
-                    cpu_percent = round(100 * (probe.cpu_s - prev[1]) / elapsed, 1)
-                self._cpu_sample = (now, probe.cpu_s)
-            usage = Usage(memory_mb=probe.memory_mb, cpu_percent=cpu_percent, pids=probe.pids)
-            if probe.oom_kills:
-                self._oom_seen = True
-        oom = self._oom_seen
-        with contextlib.suppress(SandboxError):
-            oom = oom or self.backend.inspect(self.container_id).oom_killed
-        return SessionInfo(
-            **self.created().model_dump(),
-            status="running" if self.status == "running" else "exited",
-            busy=self.busy,
-            exit_code=self._exit_code if not self._alive else self._last_exit_code,
-            oom_killed=oom,
-            cursor=Cursor(row=snap.cursor_row, col=snap.cursor_col),
-            foreground=probe.foreground if probe else None,
-            cwd=probe.cwd if probe else None,
-            usage=usage,
-            log_bytes=self.log.size,
-            attach_command=attach_command,
-            last_activity_at=self.last_activity_at,
-            resets=self.resets,
-        )
-
     def close(self) -> Destroyed:
         """Stop the shell and release local resources (the manager removes the container)."""
         self._destroyed = True
@@ -1011,52 +487,3 @@ class Session:
         code = self._exit_code
         self.log.close()
         return Destroyed(destroyed=True, exit_code=code)
-
-
-class _Streamer:
-    """Hands a running command's raw bytes to a callback as they arrive (markers held back)."""
-
-    def __init__(self, session: Session, pending: _Pending, fn: OutputFn) -> None:
-        self._session = session
-        self._p = pending
-        self._fn = fn
-        self._sent: int | None = None
-        self._looked_at = -1
-
-    def pending(self) -> bool:
-        """New bytes arrived since the last flush (called with the session's lock held)."""
-        return self._p.start is not None and self._session.log.size != self._looked_at
-
-    def flush(self, *, final: bool = False) -> None:
-        p = self._p
-        self._looked_at = self._session.log.size
-        if p.start is None:
-            return
-        begin = self._sent if self._sent is not None else p.start
-        end = p.end if p.end is not None else self._session.log.size
-        if end <= begin:
-            return
-        data = self._session.log.read(begin, end)
-        if p.end is None and not final:
-            # hold back what may be the beginning of the end marker
-            esc = data.rfind(b"\x1b", max(0, len(data) - 96))
-            if esc >= 0:
-                data = data[:esc]
-        if not data:
-            return
-        self._sent = begin + len(data)
-        with contextlib.suppress(Exception):
-            self._fn(data)
-
-
-def _trim_partial_utf8(raw: bytes) -> bytes:
-    """Drop an incomplete UTF-8 sequence at the end (at most 3 bytes)."""
-    for back in range(1, min(4, len(raw)) + 1):
-        byte = raw[-back]
-        if byte & 0xC0 == 0x80:  # continuation byte: keep looking for the lead
-            continue
-        if byte & 0x80 == 0:
-            return raw
-        need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4
-        return raw if back >= need else raw[:-back]
-    return raw

@@ -1,0 +1,233 @@
+"""Looking into and stopping what runs in a session: signal, the escalation target, info."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
+from sandbox.execute import resync_line
+from sandbox.models import Cursor, SessionCreated, SessionInfo, SessionSummary, SignalResult, Usage
+from sandbox.probe import ProbeResult, parse_probe, probe_script
+from sandbox.signals import SIGNAL_NUMBERS
+from sandbox.state import SessionState
+from sandbox.terminal import ScreenSnapshot
+
+log = logging.getLogger(__name__)
+
+GRACE_S = 1.0
+
+
+class ControlMixin(SessionState):
+    """signal, info and the ``sandbox.signals.Target`` methods for ``Session``."""
+
+    def _snapshot(self) -> ScreenSnapshot:
+        raise NotImplementedError
+
+    def interrupt(self) -> None:
+        with contextlib.suppress(SandboxError):
+            self._require_alive().write(b"\x03")
+
+    def foreground_pgid(self) -> int | None:
+        pid = self._shell_pid
+        if pid is None:
+            return None
+        result = self.backend.run(
+            self.container_id,
+            ["sh", "-c", f"ps -o tpgid= -p {int(pid)}"],
+            user=self.spec.user,
+        )
+        if result.exit_code != 0 and not result.output.strip():
+            raise SessionBusyError(
+                f"cannot run a control command in session {self.id} (exit {result.exit_code})"
+            )
+        try:
+            tpgid = int(result.output.strip() or b"0")
+        except ValueError as exc:
+            raise SessionBusyError(f"cannot read the foreground job: {result.output!r}") from exc
+        return tpgid if tpgid > 0 and tpgid != pid else None
+
+    def signal_group(self, pgid: int, signal: str) -> bool:
+        number = SIGNAL_NUMBERS[signal]
+        try:
+            result = self.backend.run(
+                self.container_id,
+                ["kill", f"-{number}", "--", f"-{int(pgid)}"],
+                user=self.spec.user,
+            )
+        except SandboxError:
+            return False
+        if result.exit_code != 0:
+            log.info("kill -%s -%s: %s", signal, pgid, result.output.decode(errors="replace"))
+        return result.exit_code == 0 or b"No such process" in result.output
+
+    def wait_done(self, grace_s: float) -> bool:
+        deadline = time.monotonic() + grace_s
+        with self._cond:
+            while True:
+                p = self._pending
+                if p is None or p.finished or not self._alive:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+
+    def resync(self) -> None:
+        p = self._pending
+        if p is not None and not p.finished:
+            with contextlib.suppress(SandboxError):
+                self._require_alive().write(resync_line(p.nonce, 130))
+
+    def signal(self, sig: str = "INT", *, escalate_: bool = True) -> SignalResult:
+        self._require_alive()
+        sig = sig.upper().removeprefix("SIG")
+        if sig not in SIGNAL_NUMBERS:
+            raise InvalidArgumentError(
+                f"unknown signal {sig!r}", hint=f"One of {', '.join(SIGNAL_NUMBERS)}."
+            )
+        self._touch()
+        before = self._probe()
+        fg_before = before.foreground if before else None
+        if before is None or before.foreground_pgid is None:
+            return SignalResult(
+                stopped=True, signals_sent=[], foreground_before=None, foreground_after=None
+            )
+        if escalate_ and sig in ("INT", "TERM", "KILL"):
+            esc = self._escalate_job(before.foreground_pgid, sig)
+            sent, reset = esc
+        else:
+            ok = self.signal_group(before.foreground_pgid, sig)
+            sent, reset = ([f"SIG{sig}"] if ok else []), False
+            time.sleep(0.05)
+        after = None if reset else self._probe()
+        fg_after = after.foreground if after else None
+        stopped = reset or after is None or after.foreground_pgid != before.foreground_pgid
+        return SignalResult(
+            stopped=stopped,
+            signals_sent=sent,
+            foreground_before=fg_before,
+            foreground_after=fg_after,
+            session_reset=reset,
+        )
+
+    def _escalate_job(self, pgid: int, start: str) -> tuple[list[str], bool]:
+        sent: list[str] = []
+        ladder = ["INT", "TERM", "KILL"]
+        for sig in ladder[ladder.index(start) :]:
+            if not self.signal_group(pgid, sig):
+                self.reset()
+                return sent, True
+            sent.append(f"SIG{sig}")
+            deadline = time.monotonic() + GRACE_S
+            while time.monotonic() < deadline:
+                try:
+                    current = self.foreground_pgid()
+                except SandboxError:
+                    self.reset()
+                    return sent, True
+                if current != pgid:
+                    return sent, False
+                time.sleep(0.1)
+        return sent, False
+
+    def _probe(self) -> ProbeResult | None:
+        pid = self._shell_pid
+        if pid is None or not self._alive:
+            return None
+        try:
+            result = self.backend.run(
+                self.container_id, ["sh", "-c", probe_script(pid)], user=self.spec.user
+            )
+        except SandboxError as exc:
+            log.info("probe of %s failed: %s", self.id, exc)
+            return None
+        return parse_probe(result.output.decode("utf-8", "replace"), pid)
+
+    def _check_oom(self) -> bool:
+        probe = self._probe()
+        if probe is None or probe.oom_kills is None:
+            return False
+        if probe.oom_kills > self._oom_baseline:
+            self._oom_baseline = probe.oom_kills
+            self._oom_seen = True
+            return True
+        return False
+
+    @property
+    def busy(self) -> bool:
+        with self._cond:
+            p = self._pending
+            return (p is not None and not p.finished and self._alive) or self._exec_lock.locked()
+
+    @property
+    def status(self) -> str:
+        return "running" if self._alive and not self._destroyed else "exited"
+
+    def created(self) -> SessionCreated:
+        s = self.spec
+        return SessionCreated(
+            session_id=s.session_id,
+            name=s.name,
+            container_id=self.container_id,
+            image=s.image,
+            project_path=s.project_path,
+            workdir=s.workdir,
+            rows=self.rows,
+            cols=self.cols,
+            network=s.network,
+            durable=s.durable,
+            limits=s.limits,
+            created_at=s.created_at,
+            read_only_project=s.read_only_project,
+            command=s.command,
+        )
+
+    def summary(self) -> SessionSummary:
+        s = self.spec
+        return SessionSummary(
+            session_id=s.session_id,
+            name=s.name,
+            project_path=s.project_path,
+            status="running" if self.status == "running" else "exited",
+            busy=self.busy,
+            durable=s.durable,
+            created_at=s.created_at,
+            last_activity_at=self.last_activity_at,
+        )
+
+    def info(self, attach_command: str) -> SessionInfo:
+        probe = self._probe()
+        snap = self._snapshot()
+        usage = Usage()
+        if probe is not None:
+            cpu_percent = None
+            now = time.monotonic()
+            if probe.cpu_s is not None:
+                prev = self._cpu_sample or (self._started_mono, 0.0)
+                elapsed = now - prev[0]
+                if elapsed > 0.05:
+                    cpu_percent = round(100 * (probe.cpu_s - prev[1]) / elapsed, 1)
+                self._cpu_sample = (now, probe.cpu_s)
+            usage = Usage(memory_mb=probe.memory_mb, cpu_percent=cpu_percent, pids=probe.pids)
+            if probe.oom_kills:
+                self._oom_seen = True
+        oom = self._oom_seen
+        with contextlib.suppress(SandboxError):
+            oom = oom or self.backend.inspect(self.container_id).oom_killed
+        return SessionInfo(
+            **self.created().model_dump(),
+            status="running" if self.status == "running" else "exited",
+            busy=self.busy,
+            exit_code=self._exit_code if not self._alive else self._last_exit_code,
+            oom_killed=oom,
+            cursor=Cursor(row=snap.cursor_row, col=snap.cursor_col),
+            foreground=probe.foreground if probe else None,
+            cwd=probe.cwd if probe else None,
+            usage=usage,
+            log_bytes=self.log.size,
+            attach_command=attach_command,
+            last_activity_at=self.last_activity_at,
+            resets=self.resets,
+        )
