@@ -22,6 +22,7 @@ import errno
 import os
 import select
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +30,14 @@ from types import FrameType
 from typing import Protocol
 
 from sandbox.backends.base import ExecChannel
-from sandbox.config import LABEL_PROJECT, LABEL_SESSION, SANDBOX_UID, SESSION_HOME, WORKSPACE
+from sandbox.config import (
+    LABEL_PROJECT,
+    LABEL_SESSION,
+    LABEL_SPEC,
+    SANDBOX_UID,
+    SESSION_HOME,
+    WORKSPACE,
+)
 from sandbox.console import PipeCleaner, RawTerminal, TerminalFilter, terminal_size
 from sandbox.errors import SandboxError, SessionExitedError
 from sandbox.paths import project_owner
@@ -214,9 +222,12 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def attach(ident: str) -> int:
-    """``sandbox attach ID``: a second shell in session ``ident``'s container; its exit code."""
+    """``sandbox attach ID``: the session's own terminal when it is durable (its tmux, read-write;
+    ctrl-b d detaches), else a second shell in the same container; the exit code."""
+    from sandbox import durable
     from sandbox.backends.docker import DockerBackend
     from sandbox.inventory import find_container
+    from sandbox.manager import spec_from_label
 
     backend = DockerBackend()
     state = find_container(backend, ident)
@@ -225,11 +236,26 @@ def attach(ident: str) -> int:
             f"session {ident}'s container is {state.status}",
             hint="`sandbox logs ID` shows what it did; `sandbox gc` removes it.",
         )
+    spec = spec_from_label(state.labels.get(LABEL_SPEC, ""))
+    user = spec.user if spec else session_user(state.labels.get(LABEL_PROJECT, ""))
     rows, cols = terminal_size(1)
+    if spec is not None and spec.durable:
+        print(
+            "sandbox: attached to the agent's terminal (tmux); ctrl-b d detaches",
+            file=sys.stderr,
+        )
+        argv = durable.tmux("attach-session", "-t", durable.SESSION)
+    else:
+        print(
+            "sandbox: a second shell in the session's container; the agent's own terminal is "
+            "not shared (sessions created with durable=true can be attached to)",
+            file=sys.stderr,
+        )
+        argv = ATTACH_ARGV
     channel = backend.exec_attach(
         state.id,
-        ATTACH_ARGV,
-        user=session_user(state.labels.get(LABEL_PROJECT, "")),
+        argv,
+        user=user,
         env={
             "HOME": SESSION_HOME,
             "TERM": "xterm-256color",

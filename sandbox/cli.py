@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from sandbox import __version__
 from sandbox.config import SandboxConfig
-from sandbox.errors import SandboxError
+from sandbox.errors import SandboxError, SessionNotFoundError
 from sandbox.models import CreateRequest
 
 log = logging.getLogger("sandbox")
@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("id", help="session id (or a unique prefix, or its name)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow until the session ends")
     logs.add_argument("--raw", action="store_true", help="the bytes as recorded, unfiltered")
+    logs.add_argument(
+        "--cast", action="store_true", help="print the path of its asciicast recording"
+    )
     kill = add("kill", "remove a session's container now")
     kill.add_argument("id", help="session id (or a unique prefix, or its name)")
     gc = add("gc", "remove sandbox containers whose server is gone")
@@ -338,9 +341,27 @@ def _ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _logs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.inventory import print_log
+    from sandbox.inventory import print_log, session_log_path
 
-    print_log(SandboxConfig.from_env(), args.id, follow=args.follow, raw=args.raw)
+    config = SandboxConfig.from_env()
+    if args.cast:
+        from sandbox.backends.base import Backend
+        from sandbox.backends.docker import DockerBackend
+
+        backend: Backend | None
+        try:
+            backend = DockerBackend()
+        except SandboxError:
+            backend = None  # the files are on disk anyway
+        cast = session_log_path(config.state_dir, backend, args.id).with_name("session.cast")
+        if not cast.exists():
+            raise SessionNotFoundError(
+                f"session {args.id} has no recording",
+                hint="Recording is on unless SANDBOX_RECORD=0; play one with `asciinema play`.",
+            )
+        print(cast)
+        return 0
+    print_log(config, args.id, follow=args.follow, raw=args.raw)
     return 0
 
 

@@ -53,6 +53,11 @@ class SandboxConfig(BaseModel):
         default=1024**2, ge=4096, description="Output bytes kept per execute."
     )
     owner: str = Field(default_factory=lambda: default_owner())
+    durable: bool = Field(default=False, description="Sessions are durable unless asked not.")
+    idle_ttl_s: int = Field(
+        default=2 * 3600, ge=0, description="Stop sessions idle this long (0: never)."
+    )
+    record: bool = Field(default=True, description="Record each session as an asciicast file.")
     root_shell: bool = Field(
         default=False, description="Run the shell as root when the project is root's."
     )
@@ -142,6 +147,9 @@ ENV_VARS: dict[str, str] = {
     "log_max_bytes": "SANDBOX_LOG_MAX_BYTES",
     "owner": "SANDBOX_OWNER",
     "root_shell": "SANDBOX_ROOT_SHELL",
+    "durable": "SANDBOX_DURABLE",
+    "idle_ttl_s": "SANDBOX_IDLE_TTL_S",
+    "record": "SANDBOX_RECORD",
 }
 
 # Labels every managed container carries (CONTRACT.md "Names").
@@ -154,6 +162,7 @@ LABEL_NAME = "sandbox.name"
 LABEL_DURABLE = "sandbox.durable"
 LABEL_CREATED = "sandbox.created_at"
 LABEL_VERSION = "sandbox.version"
+LABEL_SPEC = "sandbox.spec"
 
 SESSION_HOME = "/home/sandbox"
 WORKSPACE = "/workspace"

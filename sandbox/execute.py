@@ -41,6 +41,7 @@ __sb_e() {
   if [ -n "$__sb_n" ]; then printf '\033]777;sb;%s;E;%s\007' "$__sb_n" "$1"; __sb_n=; fi
 }
 PROMPT_COMMAND='__sb_e $?'
+trap 'printf "\033]777;sb;exit;%s\007" "$?"' EXIT
 PS1='\[\033]0;sandbox: \w\007\]sandbox:\w\$ \[\033]777;sb;P\007\]'
 PS2='> '
 printf '\033]777;sb;ready;%s\007' "$$"
@@ -90,7 +91,7 @@ def resync_line(nonce: str, status: int) -> bytes:
     return CLEAR_LINE + f" __sb_n={nonce}; __sb_e {int(status)}\r".encode("ascii")
 
 
-MarkerKind = Literal["start", "end", "prompt", "ready"]
+MarkerKind = Literal["start", "end", "prompt", "ready", "exit"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,11 @@ def _parse(body: bytes, start: int, end: int) -> Marker | None:
         return Marker("prompt", "", None, start, end)
     if len(parts) == 2 and parts[0] == "ready":
         return Marker("ready", parts[1], None, start, end)
+    if len(parts) == 2 and parts[0] == "exit":
+        try:
+            return Marker("exit", "", int(parts[1]), start, end)
+        except ValueError:
+            return None
     if len(parts) == 2 and parts[1] == "S":
         return Marker("start", parts[0], None, start, end)
     if len(parts) == 3 and parts[1] == "E":

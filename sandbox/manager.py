@@ -10,7 +10,10 @@ of a server that is gone.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import hashlib
+import json
 import logging
 import os
 import re
@@ -34,6 +37,7 @@ from sandbox.config import (
     LABEL_PROJECT,
     LABEL_SERVER,
     LABEL_SESSION,
+    LABEL_SPEC,
     LABEL_VERSION,
     SANDBOX_UID,
     SESSION_HOME,
@@ -41,6 +45,8 @@ from sandbox.config import (
     SandboxConfig,
     new_instance_id,
 )
+from sandbox.durable import STATE_DIR
+from sandbox.durable import attach_command as durable_attach_command
 from sandbox.errors import (
     InvalidArgumentError,
     SandboxError,
@@ -95,7 +101,11 @@ class SessionManager:
         self._lock = threading.Lock()
         self._closed = False
         self._server_lock: IO[str] | None = None
+        self._owner_lock: IO[str] | None = None
         self._take_server_lock()
+        self._stop_reaper = threading.Event()
+        if config.idle_ttl_s > 0:
+            threading.Thread(target=self._reap, daemon=True, name="sandbox-reaper").start()
 
     # -- server identity -----------------------------------------------------------------
     @property
@@ -126,15 +136,70 @@ class SessionManager:
             fcntl.flock(handle, fcntl.LOCK_UN)
         return False
 
+    def _take_owner_lock(self) -> bool:
+        """One server at a time adopts an owner's durable sessions."""
+        if self._owner_lock is not None:
+            return True
+        digest = hashlib.sha256(self.config.owner.encode()).hexdigest()[:16]
+        handle = (self.servers_dir / f"owner-{digest}.lock").open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._owner_lock = handle
+        return True
+
+    def adopt_durable(self) -> list[str]:
+        """Reattach to this owner's running durable sessions (after a server restart).
+
+        Their shells, processes and logs are intact; the log continues at the same offsets,
+        with what was printed while no server ran. Returns the adopted session ids."""
+        if not self._take_owner_lock():
+            log.info("another server of owner %r holds its durable sessions", self.config.owner)
+            return []
+        labels = {LABEL_MANAGED: "true", LABEL_OWNER: self.config.owner, LABEL_DURABLE: "true"}
+        known = {s.container_id for s in self.sessions()}
+        adopted = []
+        for state in self.backend.list_containers(labels):
+            if not state.running or state.id in known:
+                continue
+            spec = spec_from_label(state.labels.get(LABEL_SPEC, ""))
+            if spec is None:
+                log.warning("durable container %s has no readable spec label", state.id[:12])
+                continue
+            session = self._session(spec, state.id)
+            try:
+                session.open_shell(adopt=True)
+            except SandboxError as exc:
+                log.warning("could not reattach durable session %s: %s", spec.session_id, exc)
+                session.close()
+                continue
+            with self._lock:
+                self._sessions[spec.session_id] = session
+            adopted.append(spec.session_id)
+            log.info("reattached durable session %s", spec.session_id)
+        return adopted
+
+    def _reap(self) -> None:
+        """Stop sessions idle for longer than ``idle_ttl_s`` (durable ones keep their log)."""
+        ttl = self.config.idle_ttl_s
+        while not self._stop_reaper.wait(min(30.0, max(0.2, ttl / 4))):
+            for session in self.sessions():
+                if session.status != "running" or session.busy or session.idle_s < ttl:
+                    continue
+                log.info("session %s idle for %.0f s: stopping it", session.id, session.idle_s)
+                with contextlib.suppress(SandboxError):
+                    if session.spec.durable:
+                        session.detach()
+                        self.backend.stop(session.container_id)
+                    else:
+                        self.destroy(session.id, force=True)
+
     # -- create ----------------------------------------------------------------------------
     def create(self, request: CreateRequest) -> SessionCreated:
         if self._closed:
             raise SessionLimitError("the server is shutting down", hint="Start a new server.")
-        if request.durable:
-            raise InvalidArgumentError(
-                "durable sessions are not available in this version",
-                hint="Create the session without durable=true.",
-            )
         project = resolve_project_path(request.project_path, self.config.allowed_roots)
         limits = self._limits(request)
         image = request.image or self.config.image
@@ -165,7 +230,7 @@ class SessionManager:
                 rows=request.rows,
                 cols=request.cols,
                 network=network,
-                durable=False,
+                durable=self.config.durable if request.durable is None else request.durable,
                 limits=limits,
                 created_at=now_iso(),
                 read_only_project=request.read_only_project,
@@ -181,20 +246,22 @@ class SessionManager:
                     **env,
                 },
             )
-            cid = self.backend.create(self._container_spec(spec, project, uid, gid))
-            session = Session(
-                spec,
-                backend=self.backend,
-                container_id=cid,
-                log_path=self.session_dir(sid) / "raw.log",
-                log_max_bytes=self.config.log_max_bytes,
-                execute_max_bytes=self.config.execute_max_bytes,
-            )
+            if spec.durable:
+                self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
+            try:
+                cid = self.backend.create(self._container_spec(spec, project, uid, gid))
+            except BaseException:
+                if spec.durable:
+                    self._remove_volume(sid)
+                raise
+            session = self._session(spec, cid)
             try:
                 session.open_shell()
             except BaseException:
                 session.close()
                 self._remove_container(cid)
+                if spec.durable:
+                    self._remove_volume(sid)
                 shutil.rmtree(self.session_dir(sid), ignore_errors=True)
                 raise
             with self._lock:
@@ -204,6 +271,30 @@ class SessionManager:
         finally:
             with self._lock:
                 self._reserved -= 1
+
+    def _session(self, spec: SessionSpec, container_id: str) -> Session:
+        return Session(
+            spec,
+            backend=self.backend,
+            container_id=container_id,
+            log_path=self.session_dir(spec.session_id) / "raw.log",
+            log_max_bytes=self.config.log_max_bytes,
+            execute_max_bytes=self.config.execute_max_bytes,
+            record=self.config.record,
+        )
+
+    def _volume_labels(self, session_id: str) -> dict[str, str]:
+        return {
+            LABEL_MANAGED: "true",
+            LABEL_SESSION: session_id,
+            LABEL_OWNER: self.config.owner,
+        }
+
+    def _remove_volume(self, session_id: str) -> None:
+        try:
+            self.backend.remove_volume(volume_name(session_id))
+        except SandboxError as exc:
+            log.warning("could not remove the volume of session %s: %s", session_id, exc)
 
     def session_dir(self, session_id: str) -> Path:
         return self.config.state_dir / "sessions" / session_id
@@ -228,8 +319,12 @@ class SessionManager:
                 LABEL_DURABLE: "true" if spec.durable else "false",
                 LABEL_CREATED: spec.created_at,
                 LABEL_VERSION: __version__,
+                LABEL_SPEC: spec_label(spec),
             },
-            mounts=(Mount(str(project), WORKSPACE, read_only=spec.read_only_project),),
+            mounts=(
+                Mount(str(project), WORKSPACE, read_only=spec.read_only_project),
+                *((Mount(volume_name(spec.session_id), STATE_DIR),) if spec.durable else ()),
+            ),
             command=("sleep", str(c.max_lifetime_s)),
             user=f"{KEEPALIVE_UID}:{KEEPALIVE_UID}",
             memory_mb=spec.limits.memory_mb,
@@ -330,6 +425,10 @@ class SessionManager:
         return session.info(self.attach_command(session))
 
     def attach_command(self, session: Session) -> str:
+        """What a person runs to watch or take over: the session's own tmux when durable,
+        else a second shell in the same container (it does not see the agent's terminal)."""
+        if session.spec.durable:
+            return durable_attach_command(session.container_id, session.spec.user)
         return (
             f"docker exec -it -u {session.spec.user} -w {shlex.quote(session.spec.workdir)} "
             f"-e HOME={SESSION_HOME} -e TERM=xterm-256color {session.container_id[:12]} bash"
@@ -420,6 +519,8 @@ class SessionManager:
             self._sessions.pop(session_id, None)
         result = session.close()
         self._remove_container(session.container_id)
+        if session.spec.durable:
+            self._remove_volume(session_id)
         shutil.rmtree(self.session_dir(session_id), ignore_errors=True)
         log.info("session %s destroyed", session_id)
         return result
@@ -431,13 +532,23 @@ class SessionManager:
             log.warning("could not remove container %s: %s", container_id[:12], exc)
 
     def close(self) -> None:
-        """Destroy this server's sessions and release its lock (idempotent)."""
+        """Destroy this server's plain sessions, leave its durable ones running for the next
+        server, and release its locks (idempotent)."""
         if self._closed:
             return
         self._closed = True
+        self._stop_reaper.set()
         for session in self.sessions():
+            if session.spec.durable:
+                session.detach()
+                continue
             with contextlib.suppress(SandboxError):
                 self.destroy(session.id, force=True)
+        with self._lock:
+            self._sessions.clear()
+        if self._owner_lock is not None:
+            self._owner_lock.close()
+            self._owner_lock = None
         if self._server_lock is not None:
             self._server_lock.close()
             with contextlib.suppress(OSError):
@@ -450,13 +561,21 @@ class SessionManager:
         labels = {LABEL_MANAGED: "true"}
         if owner is not None:
             labels[LABEL_OWNER] = owner
+        mine = {s.container_id for s in self.sessions()}
         found = []
         for state in self.backend.list_containers(labels):
             server = state.labels.get(LABEL_SERVER, "")
-            if server == self.instance_id:
+            if server == self.instance_id or state.id in mine:
+                continue
+            # "created" is not dead: another server may be about to start it
+            ended = state.status in ("exited", "dead")
+            if state.labels.get(LABEL_DURABLE) == "true":
+                # a running durable session waits for the next server of its owner
+                if ended:
+                    found.append(state)
                 continue
             alive = self.server_alive(server) if server else None
-            if alive is False or (not state.running and state.labels.get(LABEL_DURABLE) != "true"):
+            if alive is False or ended:
                 found.append(state)
         return found
 
@@ -471,9 +590,11 @@ class SessionManager:
         """Remove these containers, their logs, and the lock files of their dead servers."""
         for state in states:
             self._remove_container(state.id)
-            shutil.rmtree(
-                self.session_dir(state.labels.get(LABEL_SESSION, "-")), ignore_errors=True
-            )
+            sid = state.labels.get(LABEL_SESSION, "-")
+            if state.labels.get(LABEL_DURABLE) == "true":
+                self._remove_volume(sid)  # the server's copy of its log stays readable
+            else:
+                shutil.rmtree(self.session_dir(sid), ignore_errors=True)
             server = state.labels.get(LABEL_SERVER)
             if server and self.server_alive(server) is False:
                 with contextlib.suppress(OSError):
@@ -503,3 +624,29 @@ class SessionManager:
             session_count=len(self.sessions()),
             max_timeout_s=c.max_timeout_s,
         )
+
+
+def volume_name(session_id: str) -> str:
+    """The named volume of a durable session (its tmux socket and raw log)."""
+    return f"sandbox-{session_id}"
+
+
+_LABEL_ENV = ("HOME", "USER", "LOGNAME", "TERM", "LANG", "SANDBOX_SESSION")
+
+
+def spec_label(spec: SessionSpec) -> str:
+    """The spec as a container label, so a later server can adopt the session. Only the
+    base environment is kept: variables the client passed may hold secrets."""
+    data = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    data["limits"] = spec.limits.model_dump()
+    data["env"] = {k: v for k, v in spec.env.items() if k in _LABEL_ENV}
+    return json.dumps(data, separators=(",", ":"))
+
+
+def spec_from_label(text: str) -> SessionSpec | None:
+    try:
+        data = json.loads(text)
+        data["limits"] = Limits(**data["limits"])
+        return SessionSpec(**data)
+    except (ValueError, TypeError, KeyError):
+        return None

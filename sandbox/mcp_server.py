@@ -393,9 +393,11 @@ def _closing_lifespan(
 
 # -- transports -------------------------------------------------------------------------------
 def collect_orphans(manager: SessionManager) -> None:
-    """Remove containers of servers that are gone (logged to stderr); never fatal."""
+    """At startup: remove containers of servers that are gone, and reattach this owner's
+    durable sessions (both logged to stderr); never fatal."""
     try:
-        removed = manager.gc()
+        removed = manager.gc(owner=manager.config.owner)  # other owners' are not ours to judge
+        adopted = manager.adopt_durable()
     except SandboxError as exc:
         log.warning("could not look for leftover containers: %s", exc.message)
         return
@@ -405,6 +407,8 @@ def collect_orphans(manager: SessionManager) -> None:
             state.name or state.id[:12],
             state.status,
         )
+    if adopted:
+        log.warning("reattached durable sessions: %s", ", ".join(adopted))
 
 
 def run_stdio(config: SandboxConfig) -> None:

@@ -43,7 +43,7 @@ class CreateRequest(_Model):
     memory_mb: int | None = Field(default=None, ge=32)
     cpus: float | None = Field(default=None, gt=0)
     pids: int | None = Field(default=None, ge=16)
-    durable: bool = False
+    durable: bool | None = None
 
 
 class SessionCreated(_Model):

@@ -42,6 +42,10 @@ class RawLog:
         return self._size
 
     @property
+    def max_bytes(self) -> int:
+        return self._max
+
+    @property
     def stored(self) -> int:
         """Bytes actually kept in the file (== size unless the cap was reached)."""
         return self._stored

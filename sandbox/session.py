@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox import durable
 from sandbox.backends.base import Backend, ExecChannel
 from sandbox.control import GRACE_S, ControlMixin
 from sandbox.errors import (
@@ -34,6 +35,7 @@ from sandbox.execute import SHELL_ARGV, SHELL_RC, MarkerScanner, command_line, n
 from sandbox.models import Destroyed, ExecResult, LogRange
 from sandbox.output import OutputFn, OutputStreamer, shape_output
 from sandbox.rawlog import RawLog
+from sandbox.recording import CastRecorder
 from sandbox.signals import escalate
 from sandbox.state import Pending, SessionSpec, now_iso
 from sandbox.terminal import DA1_REPLY, DA2_REPLY, LazyScreen, StreamScanner, clean_transcript
@@ -63,6 +65,7 @@ class Session(ViewsMixin, ControlMixin):
         log_path: Path,
         log_max_bytes: int,
         execute_max_bytes: int,
+        record: bool = False,
     ) -> None:
         self.spec = spec
         self.id = spec.session_id
@@ -70,6 +73,15 @@ class Session(ViewsMixin, ControlMixin):
         self.container_id = container_id
         self.rows, self.cols = spec.rows, spec.cols
         self.log = RawLog(log_path, max_bytes=log_max_bytes)
+        self.recording: CastRecorder | None = None
+        if record:
+            self.recording = CastRecorder(
+                log_path.with_name("session.cast"),
+                rows=self.rows,
+                cols=self.cols,
+                max_bytes=log_max_bytes,
+            )
+        self._activity_mono = time.monotonic()
         self._execute_max_bytes = execute_max_bytes
         self._cond = threading.Condition()
         self._exec_lock = threading.Lock()
@@ -84,6 +96,7 @@ class Session(ViewsMixin, ControlMixin):
         self._alive = False
         self._shell_pid: int | None = None
         self._exit_code: int | None = None
+        self._exit_marker: int | None = None
         self._pending: Pending | None = None
         self._last_exit_code: int | None = None
         self._read_offset = self.log.size
@@ -104,21 +117,42 @@ class Session(ViewsMixin, ControlMixin):
     def is_shell(self) -> bool:
         return self.spec.command is None
 
-    def open_shell(self) -> None:
-        """Attach a TTY exec (the shell, or the session's command) and wait until it answers."""
+    def open_shell(self, *, adopt: bool = False) -> None:
+        """Attach a TTY exec (the shell, or the session's command) and wait until it answers.
+
+        Durable sessions start (or, with ``adopt``, find again) their tmux in the container."""
         argv = list(SHELL_ARGV) if self.is_shell else list(self.spec.command or [])
         env = dict(self.spec.env)
         if self.is_shell:
             env["SANDBOX_RC"] = SHELL_RC
-        channel = self.backend.exec_attach(
-            self.container_id,
-            argv,
-            user=self.spec.user,
-            env=env,
-            workdir=self.spec.workdir,
-            rows=self.rows,
-            cols=self.cols,
-        )
+        channel: ExecChannel
+        adopted_pid: int | None = None
+        if self.spec.durable:
+            if adopt:
+                adopted_pid = durable.pane_pid(self.backend, self.container_id, self.spec.user)
+                if adopted_pid is None:
+                    raise SessionExitedError(f"the tmux of durable session {self.id} is gone")
+            else:
+                self._start_tmux(argv, env)
+            channel = durable.open_channel(
+                self.backend,
+                self.container_id,
+                user=self.spec.user,
+                env=env,
+                rows=self.rows,
+                cols=self.cols,
+                from_offset=self.log.size,
+            )
+        else:
+            channel = self.backend.exec_attach(
+                self.container_id,
+                argv,
+                user=self.spec.user,
+                env=env,
+                workdir=self.spec.workdir,
+                rows=self.rows,
+                cols=self.cols,
+            )
         with self._cond:
             self._generation += 1
             generation = self._generation
@@ -129,6 +163,10 @@ class Session(ViewsMixin, ControlMixin):
             self._pending = None
             self._prompt_seen = False
             self._markers = MarkerScanner()
+            if adopted_pid is not None:
+                self._shell_pid = adopted_pid
+                self._prompt_seen = True
+                self._pending = self._unfinished_command()
         thread = threading.Thread(
             target=self._reader, args=(channel, generation), name=f"sandbox-reader-{self.id}"
         )
@@ -151,27 +189,70 @@ class Session(ViewsMixin, ControlMixin):
                     hint="Is bash installed in the image? The session image has it.",
                 )
 
+    def _start_tmux(self, argv: list[str], env: dict[str, str]) -> None:
+        user = self.spec.user
+        # A new named volume is root's: open it to the shell's user (root needs no capability
+        # to chmod what it owns).
+        self.backend.run(self.container_id, ["chmod", "0777", durable.STATE_DIR], user="0:0")
+        started = self.backend.run(
+            self.container_id,
+            durable.start_argv(
+                argv,
+                rows=self.rows,
+                cols=self.cols,
+                workdir=self.spec.workdir,
+                log_cap=self.log.max_bytes,
+            ),
+            user=user,
+            env=env,
+        )
+        if started.exit_code != 0:
+            raise SessionExitedError(
+                "tmux did not start in the durable session: "
+                + started.output.decode("utf-8", "replace").strip()[-300:],
+                hint="The session image has tmux; a custom image needs tmux >= 3 for durable=true.",
+            )
+
+    def _unfinished_command(self) -> Pending | None:
+        """After a restart: the command whose start marker the log has but not its end."""
+        end = self.log.size
+        tail = self.log.read(max(0, end - 1024 * 1024), end)
+        base = end - len(tail)
+        last_start = None
+        for m in MarkerScanner().scan(tail, base):
+            if m.kind == "start":
+                last_start = m
+            elif m.kind == "end" and last_start is not None and m.nonce == last_start.nonce:
+                last_start = None
+        if last_start is None:
+            return None
+        p = Pending(nonce=last_start.nonce, sent_at=time.monotonic(), start=last_start.end)
+        p.newlines = self.log.read(p.start or end, end).count(b"\n")
+        return p
+
     def _reader(self, channel: ExecChannel, generation: int) -> None:
         while True:
             data = channel.read(65536)
             if not data:
                 break
             queries = self._on_output(data)
-            if queries:
+            if queries and not self.spec.durable:  # under tmux, tmux answers them
                 self._answer(queries, channel)
         code = channel.exit_code()
         deadline = time.monotonic() + 2.0
-        while code is None and time.monotonic() < deadline:  # the exit may lag the stream's end
-            time.sleep(0.02)
+        while code is None and self._exit_marker is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the exec's exit code may lag the end of its stream
             code = channel.exit_code()
         with self._cond:
             if generation == self._generation:
                 self._alive = False
-                self._exit_code = code
+                self._exit_code = code if code is not None else self._exit_marker
             self._cond.notify_all()
         log.debug("session %s: shell (generation %d) ended with %s", self.id, generation, code)
 
     def _on_output(self, data: bytes) -> list[str]:
+        if self.recording is not None:
+            self.recording.output(data)
         with self._cond:
             offset = self.log.append(data)
             self._last_output = time.monotonic()
@@ -204,6 +285,9 @@ class Session(ViewsMixin, ControlMixin):
                     with contextlib.suppress(ValueError):
                         self._shell_pid = int(m.nonce)
                     self._prompt_seen = False
+                    self._exit_marker = None
+                elif m.kind == "exit":
+                    self._exit_marker = m.status
             if p is not None and p.start is not None and p.end is None:
                 p.newlines += data.count(b"\n", max(0, p.start - offset, counted_from - offset))
             self._cond.notify_all()
@@ -426,7 +510,7 @@ class Session(ViewsMixin, ControlMixin):
                         return "cancelled"
                     if now >= deadline:
                         return "background" if background else "timeout"
-                    wake = min(deadline, next_progress)
+                    wake = deadline if progress is None else min(deadline, next_progress)
                     if idle_timeout_s is not None:
                         quiet_since = max(self._last_output, p.sent_at)
                         if background and p.start is not None and self.log.size <= p.start:
@@ -472,8 +556,25 @@ class Session(ViewsMixin, ControlMixin):
             old.close()
         self.backend.restart(self.container_id)
         self.resets += 1
-        self.log.append(RESET_NOTICE)
+        if not self.spec.durable:  # a durable log mirrors the container's file: add nothing
+            self.log.append(RESET_NOTICE)
         self.open_shell()
+
+    @property
+    def idle_s(self) -> float:
+        """Seconds since a client last used this session."""
+        return time.monotonic() - self._activity_mono
+
+    def detach(self) -> None:
+        """Let go of a durable session's shell without ending it (server shutdown, idle TTL):
+        tmux keeps it running; the log stays readable here."""
+        channel = self._channel
+        with self._cond:
+            self._generation += 1  # the reader's end is not the shell's
+            self._alive = False
+            self._cond.notify_all()
+        if channel is not None:
+            channel.close()
 
     def close(self) -> Destroyed:
         """Stop the shell and release local resources (the manager removes the container)."""
@@ -485,5 +586,7 @@ class Session(ViewsMixin, ControlMixin):
             self._alive = False
             self._cond.notify_all()
         code = self._exit_code
+        if self.recording is not None:
+            self.recording.close()
         self.log.close()
         return Destroyed(destroyed=True, exit_code=code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -16,6 +17,7 @@ from sandbox.backends.base import Backend, ExecChannel
 from sandbox.errors import SessionExitedError
 from sandbox.models import Limits
 from sandbox.rawlog import RawLog
+from sandbox.recording import CastRecorder
 from sandbox.terminal import LazyScreen, StreamScanner
 
 
@@ -74,6 +76,7 @@ class SessionState:
     rows: int
     cols: int
     log: RawLog
+    recording: CastRecorder | None
     last_activity_at: str
     resets: int
     _execute_max_bytes: int
@@ -96,6 +99,7 @@ class SessionState:
     _oom_seen: bool
     _cpu_sample: tuple[float, float] | None
     _started_mono: float
+    _activity_mono: float
 
     def reset(self) -> None:
         """Kill the container, start it again and reopen the shell (see ``Session``)."""
@@ -113,5 +117,6 @@ class SessionState:
 
     def _touch(self) -> None:
         self.last_activity_at = now_iso()
+        self._activity_mono = time.monotonic()
 
     # -- execute -------------------------------------------------------------------------

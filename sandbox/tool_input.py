@@ -111,8 +111,10 @@ class SessionCreateInput(CreateRequest):
     )
     cpus: float | None = Field(default=None, gt=0, description="CPU limit, e.g. 0.5 or 2.")
     pids: int | None = Field(default=None, ge=16, description="Process-count limit.")
-    durable: bool = Field(
-        default=False, description="Keep the shell in tmux so it survives a server restart."
+    durable: bool | None = Field(
+        default=None,
+        description="Keep the shell in tmux so it and its processes survive a server restart "
+        "and a person can attach (default: the server's setting, normally false).",
     )
 
     @model_validator(mode="before")

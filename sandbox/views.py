@@ -197,6 +197,8 @@ class ViewsMixin(SessionState):
         channel.resize(rows, cols)
         with self._screen_lock:
             self._screen.resize(rows, cols)
+        if self.recording is not None:
+            self.recording.resize(rows, cols)
         self.rows, self.cols = rows, cols
         self._touch()
         return ResizeResult(rows=rows, cols=cols)

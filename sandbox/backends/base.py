@@ -15,6 +15,8 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class Mount:
+    """A host directory (``source`` is an absolute path) or a named volume (a name)."""
+
     source: str
     target: str
     read_only: bool = False
@@ -110,12 +112,34 @@ class Backend(Protocol):
         workdir: str,
         rows: int,
         cols: int,
-    ) -> ExecChannel: ...
+        tty: bool = True,
+    ) -> ExecChannel:
+        """Start ``argv`` attached (stdin and output). Without ``tty`` the output arrives in
+        the engine's multiplexed framing: use that only for channels whose output is drained."""
+        ...
 
     def run(
-        self, container_id: str, argv: list[str], *, user: str, timeout_s: float = 10.0
+        self,
+        container_id: str,
+        argv: list[str],
+        *,
+        user: str,
+        timeout_s: float = 10.0,
+        env: dict[str, str] | None = None,
     ) -> RunResult:
         """Run a short command to completion (not attached, no TTY)."""
+        ...
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> None:
+        """Create a labelled named volume (kept across container restarts)."""
+        ...
+
+    def remove_volume(self, name: str) -> None:
+        """Remove a named volume; no error if it is already gone."""
+        ...
+
+    def stop(self, container_id: str) -> None:
+        """Stop a container, keeping it (and its volumes) for later."""
         ...
 
     def kill(self, container_id: str, signal: str = "KILL") -> None: ...

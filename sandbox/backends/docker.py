@@ -251,12 +251,13 @@ class DockerBackend:
         workdir: str,
         rows: int,
         cols: int,
+        tty: bool = True,
     ) -> DockerExecChannel:
         created = self.api.exec_create(
             container_id,
             argv,
             stdin=True,
-            tty=True,
+            tty=tty,
             user=user,
             environment=env,
             workdir=workdir,
@@ -266,24 +267,52 @@ class DockerBackend:
         response = self.api._post_json(
             self.api._url("/exec/{0}/start", exec_id),
             headers={"Connection": "Upgrade", "Upgrade": "tcp"},
-            data={"Tty": True, "Detach": False},
+            data={"Tty": tty, "Detach": False},
             stream=True,
         )
         self.api._raise_for_status(response)
         channel = DockerExecChannel(self.api, exec_id, response)
-        with contextlib.suppress(SandboxError):
-            channel.resize(rows, cols)
+        if tty:
+            with contextlib.suppress(SandboxError):
+                channel.resize(rows, cols)
         return channel
 
     @_translated("running a control command")
     def run(
-        self, container_id: str, argv: list[str], *, user: str, timeout_s: float = 10.0
+        self,
+        container_id: str,
+        argv: list[str],
+        *,
+        user: str,
+        timeout_s: float = 10.0,
+        env: dict[str, str] | None = None,
     ) -> RunResult:
-        created = self.api.exec_create(container_id, argv, stdout=True, stderr=True, user=user)
+        created = self.api.exec_create(
+            container_id, argv, stdout=True, stderr=True, user=user, environment=env
+        )
         output = self.api.exec_start(created["Id"], tty=False, demux=False)
         info = self.api.exec_inspect(created["Id"])
         code = info.get("ExitCode")
         return RunResult(exit_code=int(code) if code is not None else -1, output=output or b"")
+
+    @_translated("creating a volume")
+    def create_volume(self, name: str, labels: dict[str, str]) -> None:
+        self.api.create_volume(name=name, labels=labels)
+
+    @_translated("removing a volume")
+    @_retry
+    def remove_volume(self, name: str) -> None:
+        try:
+            self.api.remove_volume(name, force=True)
+        except docker.errors.NotFound:
+            return
+
+    @_translated("stopping the container")
+    def stop(self, container_id: str) -> None:
+        try:
+            self.api.stop(container_id, timeout=2)
+        except docker.errors.NotFound:
+            return
 
     @_translated("killing the container")
     def kill(self, container_id: str, signal: str = "KILL") -> None:

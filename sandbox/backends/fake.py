@@ -94,6 +94,7 @@ class FakeBackend:
         self.images = set(images)
         self.containers: dict[str, _FakeContainer] = {}
         self.runs: list[list[str]] = []
+        self.volumes: dict[str, dict[str, str]] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self.available = True
@@ -134,6 +135,7 @@ class FakeBackend:
         workdir: str,
         rows: int,
         cols: int,
+        tty: bool = True,
     ) -> FakeExecChannel:
         container = self._get(container_id)
         if container.status != "running":
@@ -164,7 +166,13 @@ class FakeBackend:
         return channel
 
     def run(
-        self, container_id: str, argv: list[str], *, user: str, timeout_s: float = 10.0
+        self,
+        container_id: str,
+        argv: list[str],
+        *,
+        user: str,
+        timeout_s: float = 10.0,
+        env: dict[str, str] | None = None,
     ) -> RunResult:
         container = self._get(container_id)
         if container.status != "running":
@@ -185,6 +193,17 @@ class FakeBackend:
         container.channels.clear()
         container.status = "exited"
         container.exit_code = 137
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> None:
+        self._check()
+        self.volumes[name] = dict(labels)
+
+    def remove_volume(self, name: str) -> None:
+        self._check()
+        self.volumes.pop(name, None)
+
+    def stop(self, container_id: str) -> None:
+        self.kill(container_id)
 
     def restart(self, container_id: str) -> None:
         self.kill(container_id)

@@ -333,3 +333,20 @@ def test_send_with_wait_returns_the_programs_answer(session: Session) -> None:
     assert sent.content is not None
     assert sent.content.count("ping") == 2  # the echo and cat's answer
     session.send(keys=["ctrl+d"])
+
+
+def test_gc_never_takes_a_container_another_server_is_still_starting(
+    root: Path, backend: FakeBackend
+) -> None:
+    # a server elsewhere (another state dir: its liveness is unknown to us) is creating one
+    other = SessionManager(SandboxConfig(state_dir=root / "s5", allowed_roots=(root,)), backend)
+    me = SessionManager(SandboxConfig(state_dir=root / "s6", allowed_roots=(root,)), backend)
+    try:
+        created = other.create(CreateRequest(project_path=str(root / "proj")))
+        backend.containers[created.container_id].status = "created"  # not started yet
+        assert created.container_id not in {s.id for s in me.orphans()}
+        backend.containers[created.container_id].status = "exited"  # it ended: collect it
+        assert created.container_id in {s.id for s in me.orphans()}
+    finally:
+        me.close()
+        other.close()
