@@ -1,0 +1,17 @@
+"""The figures, in the order a full run measures them (``--only NAME`` picks one)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bench.context import Context
+from bench.figures import create, execute, mcp_stdio, output, scale, screen
+
+FIGURES: dict[str, Callable[[Context], None]] = {
+    "execute": execute.run,
+    "mcp": mcp_stdio.run,
+    "output": output.run,
+    "create": create.run,
+    "screen": screen.run,
+    "scale": scale.run,
+}

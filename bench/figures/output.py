@@ -1,0 +1,120 @@
+"""Large output: ``head -c 200000000 /dev/urandom | base64`` (270 MB) through the engine.
+
+Engine: ``execute`` (small ``max_lines``) until the command ends, then the whole output paged
+with ``read_log`` in 1 MiB pages; the rate is TTY bytes / (execute + paging). Floor: the same
+command on our own bare TTY exec socket, bytes/s until its marker comes back. Both run in a
+container with the same profile (1 CPU). The bench process's peak RSS growth is sampled from
+/proc/self/status during the engine part. Targets: >= 0.7x the floor's rate; RSS growth <= 64 MB.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+
+from bench.context import Context
+from bench.env import RssSampler
+from bench.figures.common import open_session
+from bench.floor import RawShell, remove_container, start_floor_container
+from bench.stats import Row, compare, judge
+
+PAGE = 1024 * 1024
+
+
+def run(ctx: Context) -> None:
+    size = ctx.size(200_000_000, 1_500_000)
+    command = f"head -c {size} /dev/urandom | base64"
+    ctx.params.update(command=command, page_bytes=PAGE)
+    env = ctx.env
+    config = env.config()
+    cid = start_floor_container(env, env.project("output-floor"), config)
+    raw = RawShell(env.api, cid)
+    try:
+        raw.round_trip()
+        ctx.log(f"floor: {command} on a raw TTY exec socket")
+        t0 = time.perf_counter()
+        floor_bytes = raw.wait(raw.send(f"{command}; "))
+        floor_s = time.perf_counter() - t0
+    finally:
+        raw.close()
+        remove_container(env, cid)
+    floor = ctx.add(
+        Row(
+            ctx.figure,
+            "raw TTY socket read",
+            "MB/s",
+            role="floor",
+            value=floor_bytes / floor_s / 1e6,
+            note=f"{floor_bytes / 1e6:.0f} MB in {floor_s:.1f} s",
+        )
+    )
+
+    with env.manager() as manager:
+        session = open_session(manager, env.project("output"))
+        session.execute("true", timeout_s=10)
+        gc.collect()
+        ctx.log(f"engine: {command} via execute + read_log")
+        with RssSampler() as rss:
+            cpu0 = os.times()
+            t0 = time.perf_counter()
+            result = session.execute(command, timeout_s=600, max_lines=5)
+            t1 = time.perf_counter()
+            cpu1 = os.times()
+            start, end = result.log_range.from_byte, result.log_range.to_byte
+            pages = 0
+            paged = 0
+            offset = start
+            while offset < end:
+                chunk = session.read_log(offset, min(PAGE, end - offset))
+                if chunk.next_byte <= offset:
+                    raise RuntimeError(f"read_log made no progress at {offset}")
+                paged += chunk.next_byte - offset
+                offset = chunk.next_byte
+                pages += 1
+            t2 = time.perf_counter()
+        if result.exit_code != 0 or result.still_running:
+            raise RuntimeError(f"execute returned {result.model_dump(exclude={'output'})}")
+    nbytes = end - start
+    r = ctx.add(
+        Row(
+            ctx.figure,
+            "execute + read_log (1 MiB pages)",
+            "MB/s",
+            value=nbytes / (t2 - t0) / 1e6,
+            note=f"{nbytes / 1e6:.0f} MB: execute {t1 - t0:.1f} s + {pages} read_log pages "
+            f"{t2 - t1:.1f} s",
+        )
+    )
+    ratio = compare(r, floor, higher_is_better=True)
+    judge(r, ">= 0.7x floor rate", None if ratio is None else ratio >= 0.7)
+    cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / (t1 - t0) * 100
+    ctx.add(
+        Row(
+            ctx.figure,
+            "execute alone",
+            "MB/s",
+            role="info",
+            value=nbytes / (t1 - t0) / 1e6,
+            note=f"the bench process used {cpu:.0f}% of a core meanwhile",
+        )
+    )
+    ctx.add(
+        Row(
+            ctx.figure,
+            "read_log paging alone",
+            "MB/s",
+            role="info",
+            value=paged / max(t2 - t1, 1e-9) / 1e6,
+        )
+    )
+    growth = ctx.add(
+        Row(
+            ctx.figure,
+            "bench process peak RSS growth",
+            "MiB",
+            value=rss.growth / 2**20,
+            note=f"RSS {rss.start / 2**20:.0f} -> peak {rss.peak / 2**20:.0f} MiB",
+        )
+    )
+    judge(growth, "<= 64 MiB", rss.growth <= 64 * 2**20)

@@ -1,0 +1,213 @@
+"""Scale: 50 and 100 sessions open at once in one process.
+
+- RSS per idle session: the bench process's VmRSS growth from before the sessions were created
+  (after a warm-up) to when 50 / 100 sit idle, divided by their number. Target <= 2 MiB each at
+  100. The host's MemAvailable drop per session (containers, shims, page cache: noisy) is info.
+- With all of them open, the ``execute true`` round trip in one quiet session while ten other
+  sessions print as fast as they can (``yes``, then ``cat /dev/urandom | base64``; started as
+  background executes, bounded by ``timeout``). Floor: the same load without the engine: ten raw
+  TTY execs drained by threads that only ``recv``, and marker round trips in one more raw shell
+  (each in its own container with the session profile). Target: p99 <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench.context import Context
+from bench.env import rss_bytes
+from bench.figures.common import open_session, timed_execute
+from bench.floor import RawShell, remove_container, start_floor_container
+from bench.stats import Row, compare, judge
+from sandbox.session import Session
+
+FLOODS = {
+    "yes": "timeout 900 yes",
+    "urandom|base64": "timeout 900 sh -c 'cat /dev/urandom | base64'",
+}
+
+
+def _mem_available() -> int:
+    with Path("/proc/meminfo").open("rb") as meminfo:
+        for line in meminfo:
+            if line.startswith(b"MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def run(ctx: Context) -> None:
+    levels = ctx.size((50, 100), (3, 5))
+    flooders = ctx.size(10, 2)
+    n = ctx.size(200, 10)
+    settle_s = ctx.size(2.0, 0.3)
+    ctx.params.update(levels=list(levels), flooders=flooders, samples=n, floods=FLOODS)
+    env = ctx.env
+    project = env.project("scale")
+    with env.manager(max_sessions=max(levels) + 8) as manager, _pool() as pool:
+
+        def create(_: object) -> Session:
+            return open_session(manager, project)
+
+        warm = list(pool.map(create, range(4)))  # threads, connection pool, code paths
+        for s in warm:
+            timed_execute(s, "true")
+        list(pool.map(lambda s: manager.destroy(s.id, force=True), warm))
+        gc.collect()
+        time.sleep(settle_s)
+        base_rss, base_avail = rss_bytes(), _mem_available()
+        sessions: list[Session] = []
+        for level in levels:
+            ctx.log(f"opening sessions up to {level}")
+            t0 = time.monotonic()
+            sessions += pool.map(create, range(level - len(sessions)))
+            took = time.monotonic() - t0
+            for s in sessions:
+                s.execute("true", timeout_s=30)  # every session has answered once
+            time.sleep(settle_s)
+            gc.collect()
+            per = (rss_bytes() - base_rss) / level / 2**20
+            row = ctx.add(
+                Row(
+                    ctx.figure,
+                    f"bench RSS per idle session, {level} open",
+                    "MiB",
+                    value=per,
+                    note=f"{threading.active_count()} threads; created in {took:.1f} s",
+                )
+            )
+            if level == max(levels):
+                judge(row, "<= 2 MiB", per <= 2.0)
+            host = (base_avail - _mem_available()) / level / 2**20
+            ctx.add(
+                Row(
+                    ctx.figure,
+                    f"host MemAvailable drop per session, {level} open",
+                    "MiB",
+                    role="info",
+                    value=host,
+                )
+            )
+
+        quiet = sessions[0]
+        ctx.log(f"round trip in one session, {len(sessions)} open, nothing flooding")
+        for _ in range(10):
+            timed_execute(quiet, "true")
+        ctx.add(
+            Row(
+                ctx.figure,
+                f"execute `true`, {len(sessions)} open, no flood",
+                "ms",
+                role="info",
+                samples=[timed_execute(quiet, "true") for _ in range(n)],
+            )
+        )
+        for i, (label, command) in enumerate(FLOODS.items()):
+            group = sessions[1 + i * flooders : 1 + (i + 1) * flooders]
+            ctx.log(f"{len(group)} sessions flood with {label}; {n} round trips in another")
+            started = list(
+                pool.map(lambda s, c=command: s.execute(c, background=True, timeout_s=0.5), group)
+            )
+            if not all(r.still_running for r in started):
+                raise RuntimeError(f"a flood did not keep running: {started}")
+            time.sleep(1.0)
+            before = [s.log.size for s in group]
+            t0 = time.monotonic()
+            samples = [timed_execute(quiet, "true") for _ in range(n)]
+            elapsed = time.monotonic() - t0
+            rate = sum(s.log.size - b for s, b in zip(group, before, strict=True)) / elapsed / 1e6
+            list(pool.map(lambda s: manager.destroy(s.id, force=True), group))
+            ctx.log(f"floor: raw marker round trips while {flooders} raw execs flood ({label})")
+            raw_samples, raw_rate = _raw_flood(ctx, pool, flooders, n, command)
+            floor = ctx.add(
+                Row(
+                    ctx.figure,
+                    f"raw marker rt while {flooders} raw floods ({label})",
+                    "ms",
+                    role="floor",
+                    samples=raw_samples,
+                    note=f"the raw floods delivered {raw_rate:.0f} MB/s in all meanwhile",
+                )
+            )
+            r = ctx.add(
+                Row(
+                    ctx.figure,
+                    f"execute `true` while {len(group)} flood ({label})",
+                    "ms",
+                    samples=samples,
+                    note=f"the floods delivered {rate:.0f} MB/s in all ({rate / len(group):.1f} "
+                    f"MB/s each) meanwhile",
+                )
+            )
+            compare(r, floor)
+            judge(r, "p99 <= 50 ms", r.p99 is not None and r.p99 <= 50)
+
+
+@contextlib.contextmanager
+def _pool() -> Iterator[ThreadPoolExecutor]:
+    """A thread pool that drops its queued work when the figure fails or is interrupted."""
+    pool = ThreadPoolExecutor(4, thread_name_prefix="bench-scale")
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _raw_flood(
+    ctx: Context, pool: ThreadPoolExecutor, flooders: int, n: int, command: str
+) -> tuple[list[float], float]:
+    """The same load without the engine: ``flooders`` raw TTY execs (each in its own container
+    with the session profile) drained by threads that only ``recv``, and marker round trips in
+    one more raw shell. Returns the round trips (ms) and the floods' total rate (MB/s)."""
+    env = ctx.env
+    config = env.config()
+    project = env.project("scale-floor")
+    cids = list(
+        pool.map(lambda _: start_floor_container(env, project, config), range(flooders + 1))
+    )
+    stop = threading.Event()
+    counts = [0] * flooders
+    threads: list[threading.Thread] = []
+    shells: list[RawShell] = []
+    try:
+        shells = [RawShell(env.api, cid) for cid in cids]
+        for shell in shells:
+            shell.round_trip()
+        quiet, floods = shells[0], shells[1:]
+
+        def drain(i: int, shell: RawShell) -> None:
+            recv = shell.sock.recv
+            with contextlib.suppress(OSError):
+                while not stop.is_set():
+                    data = recv(65536)
+                    if not data:
+                        return
+                    counts[i] += len(data)
+
+        for i, shell in enumerate(floods):
+            shell.send(f"{command}; ")
+            thread = threading.Thread(target=drain, args=(i, shell), daemon=True)
+            thread.start()
+            threads.append(thread)
+        time.sleep(1.0)
+        before = sum(counts)
+        t0 = time.monotonic()
+        for _ in range(10):
+            quiet.round_trip("true; ")
+        samples = [quiet.round_trip("true; ") * 1000 for _ in range(n)]
+        rate = (sum(counts) - before) / (time.monotonic() - t0) / 1e6
+        return samples, rate
+    finally:
+        stop.set()
+        for shell in shells:
+            shell.close()
+        for thread in threads:
+            thread.join(5)
+        list(pool.map(lambda cid: remove_container(env, cid), cids))

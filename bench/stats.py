@@ -1,0 +1,167 @@
+"""Rows of results, their percentiles, targets, and the printed table.
+
+A ``Row`` is one measured figure: either ``samples`` (times in ms, many of them) or a single
+``value`` (a rate in MB/s, a memory size in MiB). Its ``role`` says what it is: ``result`` (an
+engine figure with a target), ``floor`` (the same work done the cheapest way we know, measured
+in the same run), ``peer`` (what people use instead, e.g. ``docker exec``) or ``info``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) with linear interpolation; NaN for no values."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    k = (len(xs) - 1) * q / 100
+    lo = math.floor(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+@dataclass
+class Row:
+    figure: str
+    name: str
+    unit: str  # "ms", "MB/s", "MiB", ...
+    role: str = "result"  # result | floor | peer | info
+    samples: list[float] = field(default_factory=list)
+    value: float | None = None
+    floor: str | None = None  # the name of the row this one is compared with
+    ratio: float | None = None  # time: this / floor (x slower); rate: this / floor (fraction)
+    target: str | None = None
+    met: bool | None = None
+    note: str = ""
+    skipped: str | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.samples) if self.samples else (1 if self.value is not None else 0)
+
+    @property
+    def median(self) -> float | None:
+        return percentile(self.samples, 50) if self.samples else self.value
+
+    @property
+    def p90(self) -> float | None:
+        return percentile(self.samples, 90) if len(self.samples) > 1 else None
+
+    @property
+    def p99(self) -> float | None:
+        return percentile(self.samples, 99) if len(self.samples) > 1 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "figure": self.figure,
+            "name": self.name,
+            "unit": self.unit,
+            "role": self.role,
+            "n": self.n,
+            "median": _round(self.median),
+            "p90": _round(self.p90),
+            "p99": _round(self.p99),
+            "min": _round(min(self.samples)) if self.samples else None,
+            "max": _round(max(self.samples)) if self.samples else None,
+            "floor": self.floor,
+            "ratio": _round(self.ratio),
+            "target": self.target,
+            "met": self.met,
+            "note": self.note,
+            "skipped": self.skipped,
+            "samples": [_round(s) for s in self.samples],
+        }
+
+
+def _round(x: float | None) -> float | None:
+    if x is None or math.isnan(x):
+        return None
+    return float(f"{x:.4g}")
+
+
+def compare(row: Row, floor: Row, *, higher_is_better: bool = False) -> float | None:
+    """Set ``row.floor`` and ``row.ratio`` against ``floor`` (medians); return the ratio."""
+    row.floor = floor.name
+    a, b = row.median, floor.median
+    if a is None or b is None or b == 0 or math.isnan(a) or math.isnan(b):
+        return None
+    row.ratio = a / b
+    return row.ratio
+
+
+def judge(row: Row, target: str, met: bool | None) -> None:
+    row.target = target
+    row.met = met
+
+
+# -- the table ------------------------------------------------------------------------------
+def _fmt(x: float | None, unit: str) -> str:
+    if x is None or math.isnan(x):
+        return "-"
+    if unit == "ms":
+        if x >= 1000:
+            return f"{x / 1000:.2f} s"
+        if x >= 100:
+            return f"{x:.0f} ms"
+        if x >= 10:
+            return f"{x:.1f} ms"
+        return f"{x:.2f} ms"
+    if abs(x) >= 100:
+        return f"{x:.0f} {unit}"
+    return f"{x:.1f} {unit}" if abs(x) >= 10 else f"{x:.2f} {unit}"
+
+
+def _ratio(row: Row) -> str:
+    if row.ratio is None:
+        return ""
+    return f"{row.ratio:.2f}x" if row.ratio < 10 else f"{row.ratio:.0f}x"
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def table(rows: Iterable[Row]) -> str:
+    head = ["figure", "measurement", "n", "median", "p90", "p99", "vs", "ratio", "target", "ok"]
+    lines: list[list[str] | str] = []
+    for r in rows:
+        if r.skipped is not None:
+            lines.append([r.figure, r.name, "", "skipped", "", "", "", "", r.target or "", "-"])
+            lines.append(f"skipped: {r.skipped}")
+            continue
+        ok = {True: "yes", False: "NO", None: ""}[r.met]
+        role = "" if r.role == "result" else f"[{r.role}] "
+        lines.append(
+            [
+                r.figure,
+                role + r.name,
+                str(r.n) if r.n else "",
+                _fmt(r.median, r.unit),
+                _fmt(r.p90, r.unit) if r.p90 is not None else "",
+                _fmt(r.p99, r.unit) if r.p99 is not None else "",
+                _short(r.floor or "", 28),
+                _ratio(r),
+                r.target or "",
+                ok,
+            ]
+        )
+        if r.note:
+            lines.append(r.note)
+    widths = [len(h) for h in head]
+    for line in lines:
+        if isinstance(line, list):
+            widths = [max(w, len(c)) for w, c in zip(widths, line, strict=True)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+    out.append("  ".join("-" * w for w in widths))
+    indent = " " * (widths[0] + 4)
+    for line in lines:
+        if isinstance(line, str):
+            out.append(indent + "^ " + line)
+        else:
+            out.append("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    return "\n".join(out)
