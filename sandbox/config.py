@@ -53,6 +53,15 @@ class SandboxConfig(BaseModel):
         default=1024**2, ge=4096, description="Output bytes kept per execute."
     )
     owner: str = Field(default_factory=lambda: default_owner())
+    allowed_images: tuple[str, ...] = Field(
+        default=(), description="Images a client may pick (the default image always)."
+    )
+    runtime: str | None = Field(
+        default=None, description="OCI runtime of sessions, e.g. runsc (gVisor)."
+    )
+    allowed_runtimes: tuple[str, ...] = Field(
+        default=(), description="Runtimes a client may pick (the default one always)."
+    )
     durable: bool = Field(default=False, description="Sessions are durable unless asked not.")
     idle_ttl_s: int = Field(
         default=2 * 3600, ge=0, description="Stop sessions idle this long (0: never)."
@@ -67,6 +76,13 @@ class SandboxConfig(BaseModel):
     def _split_roots(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(Path(p) for p in value.split(os.pathsep) if p)
+        return value
+
+    @field_validator("allowed_images", "allowed_runtimes", mode="before")
+    @classmethod
+    def _split_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(h.strip() for h in value.split(",") if h.strip())
         return value
 
     @field_validator("allowed_hosts", mode="before")
@@ -148,6 +164,9 @@ ENV_VARS: dict[str, str] = {
     "owner": "SANDBOX_OWNER",
     "root_shell": "SANDBOX_ROOT_SHELL",
     "durable": "SANDBOX_DURABLE",
+    "allowed_images": "SANDBOX_ALLOWED_IMAGES",
+    "runtime": "SANDBOX_RUNTIME",
+    "allowed_runtimes": "SANDBOX_ALLOWED_RUNTIMES",
     "idle_ttl_s": "SANDBOX_IDLE_TTL_S",
     "record": "SANDBOX_RECORD",
 }

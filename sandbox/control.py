@@ -182,6 +182,7 @@ class ControlMixin(SessionState):
             created_at=s.created_at,
             read_only_project=s.read_only_project,
             command=s.command,
+            runtime=s.runtime,
         )
 
     def summary(self) -> SessionSummary:

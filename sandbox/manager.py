@@ -202,7 +202,8 @@ class SessionManager:
             raise SessionLimitError("the server is shutting down", hint="Start a new server.")
         project = resolve_project_path(request.project_path, self.config.allowed_roots)
         limits = self._limits(request)
-        image = request.image or self.config.image
+        image = self._image(request.image)
+        runtime = self._runtime(request.runtime)
         env = self._env(request.env)
         workdir = self._workdir(request.workdir)
         name = self._name(request.name, project)
@@ -235,6 +236,7 @@ class SessionManager:
                 created_at=now_iso(),
                 read_only_project=request.read_only_project,
                 command=list(request.command) if request.command else None,
+                runtime=runtime,
                 user=f"{uid}:{gid}",
                 env={
                     "HOME": SESSION_HOME,
@@ -341,6 +343,7 @@ class SessionManager:
             fsize_bytes=c.fsize_mb * 1024 * 1024,
             env={"HOME": SESSION_HOME, "LANG": "C.UTF-8"},
             workdir=WORKSPACE,
+            runtime=spec.runtime,
         )
 
     def _limits(self, request: CreateRequest) -> Limits:
@@ -362,6 +365,30 @@ class SessionManager:
         return Limits(
             memory_mb=int(values["memory_mb"]), cpus=float(values["cpus"]), pids=int(values["pids"])
         )
+
+    def _image(self, asked: str | None) -> str:
+        """A client may only pick an allowed image (SANDBOX_ALLOWED_IMAGES)."""
+        image = asked or self.config.image
+        allowed = {self.config.image, *self.config.allowed_images}
+        if image not in allowed:
+            raise InvalidArgumentError(
+                f"image {image!r} is not allowed on this server",
+                hint=f"Use one of: {', '.join(sorted(allowed))} (the operator sets "
+                "SANDBOX_ALLOWED_IMAGES).",
+            )
+        return image
+
+    def _runtime(self, asked: str | None) -> str | None:
+        runtime = asked or self.config.runtime
+        allowed = {r for r in (self.config.runtime, *self.config.allowed_runtimes) if r}
+        if runtime is not None and runtime not in allowed:
+            raise InvalidArgumentError(
+                f"runtime {runtime!r} is not allowed on this server",
+                hint="Omit runtime for the default"
+                + (f", or use one of: {', '.join(sorted(allowed))}" if allowed else "")
+                + " (the operator sets SANDBOX_ALLOWED_RUNTIMES).",
+            )
+        return runtime
 
     @staticmethod
     def _env(env: dict[str, str]) -> dict[str, str]:

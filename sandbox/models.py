@@ -44,6 +44,10 @@ class CreateRequest(_Model):
     cpus: float | None = Field(default=None, gt=0)
     pids: int | None = Field(default=None, ge=16)
     durable: bool | None = None
+    runtime: str | None = Field(
+        default=None,
+        description='OCI runtime, e.g. "runsc" (gVisor), within what the server allows.',
+    )
 
 
 class SessionCreated(_Model):
@@ -63,6 +67,7 @@ class SessionCreated(_Model):
     created_at: str
     read_only_project: bool = False
     command: list[str] | None = None
+    runtime: str | None = None
 
 
 class SessionSummary(_Model):

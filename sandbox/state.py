@@ -44,6 +44,7 @@ class SessionSpec:
     command: list[str] | None
     user: str  # "uid:gid" of the shell
     env: dict[str, str] = field(default_factory=dict)
+    runtime: str | None = None
 
 
 @dataclass

@@ -54,6 +54,7 @@ def config(allowed_root: Path, tmp_path: Path) -> SandboxConfig:
         allowed_roots=(allowed_root,),
         max_sessions=4,
         max_timeout_s=120,
+        allowed_images=("nope:1",),  # allowed, but not present on the engine
     )
 
 
@@ -519,6 +520,12 @@ async def test_engine_down_is_engine_unavailable(
 async def test_missing_image_is_image_not_found(client: Client, project: Path) -> None:
     error = await fail(client, "session_create", project_path=str(project), image="nope:1")
     assert error["code"] == "IMAGE_NOT_FOUND"
+
+
+async def test_an_image_the_server_does_not_allow_is_refused(client: Client, project: Path) -> None:
+    error = await fail(client, "session_create", project_path=str(project), image="evil:1")
+    assert error["code"] == "INVALID_ARGUMENT"
+    assert "SANDBOX_ALLOWED_IMAGES" in error["hint"]
 
 
 async def test_unexpected_exception_is_internal_and_logged(

@@ -211,9 +211,14 @@ def test_path_outside_roots_is_refused(manager: SessionManager) -> None:
         manager.create(CreateRequest(project_path="/"))
 
 
-def test_missing_custom_image_is_image_not_found(manager: SessionManager, root: Path) -> None:
-    with pytest.raises(ImageNotFoundError):
-        manager.create(CreateRequest(project_path=str(root / "proj"), image="nope:1"))
+def test_missing_custom_image_is_image_not_found(root: Path, backend: FakeBackend) -> None:
+    config = SandboxConfig(state_dir=root / "s8", allowed_roots=(root,), allowed_images=("nope:1",))
+    mgr = SessionManager(config, backend)
+    try:
+        with pytest.raises(ImageNotFoundError):
+            mgr.create(CreateRequest(project_path=str(root / "proj"), image="nope:1"))
+    finally:
+        mgr.close()
 
 
 def test_missing_default_image_is_built_with_progress(root: Path) -> None:
@@ -350,3 +355,32 @@ def test_gc_never_takes_a_container_another_server_is_still_starting(
     finally:
         me.close()
         other.close()
+
+
+def test_a_client_cannot_pick_an_image_or_runtime_the_server_does_not_allow(
+    manager: SessionManager, root: Path, backend: FakeBackend
+) -> None:
+    backend.images.add("evil:latest")
+    with pytest.raises(InvalidArgumentError) as info:
+        manager.create(CreateRequest(project_path=str(root / "proj"), image="evil:latest"))
+    assert "SANDBOX_ALLOWED_IMAGES" in info.value.hint
+    with pytest.raises(InvalidArgumentError):
+        manager.create(CreateRequest(project_path=str(root / "proj"), runtime="runc-evil"))
+
+
+def test_allowed_images_and_runtimes_are_configurable(root: Path, backend: FakeBackend) -> None:
+    backend.images.add("team/tools:1")
+    config = SandboxConfig.from_env(
+        {
+            "SANDBOX_STATE_DIR": str(root / "s7"),
+            "SANDBOX_ALLOWED_ROOTS": str(root),
+            "SANDBOX_ALLOWED_IMAGES": "team/tools:1, other:2",
+        }
+    )
+    assert config.allowed_images == ("team/tools:1", "other:2")
+    mgr = SessionManager(config, backend)
+    try:
+        created = mgr.create(CreateRequest(project_path=str(root / "proj"), image="team/tools:1"))
+        assert created.image == "team/tools:1"
+    finally:
+        mgr.close()
