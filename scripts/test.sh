@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/server-image.sh --if-stale  # the team stack's server image (tests/integration/test_compose.py)
 export SANDBOX_REQUIRE_DOCKER=1
 .venv/bin/ruff check sandbox tests bench
 .venv/bin/mypy
