@@ -62,6 +62,9 @@ class SandboxConfig(BaseModel):
     allowed_runtimes: tuple[str, ...] = Field(
         default=(), description="Runtimes a client may pick (the default one always)."
     )
+    warm_pool: int = Field(
+        default=0, ge=0, le=64, description="Sessions kept started ahead per kind of request."
+    )
     durable: bool = Field(default=False, description="Sessions are durable unless asked not.")
     idle_ttl_s: int = Field(
         default=2 * 3600, ge=0, description="Stop sessions idle this long (0: never)."
@@ -164,6 +167,7 @@ ENV_VARS: dict[str, str] = {
     "owner": "SANDBOX_OWNER",
     "root_shell": "SANDBOX_ROOT_SHELL",
     "durable": "SANDBOX_DURABLE",
+    "warm_pool": "SANDBOX_WARM_POOL",
     "allowed_images": "SANDBOX_ALLOWED_IMAGES",
     "runtime": "SANDBOX_RUNTIME",
     "allowed_runtimes": "SANDBOX_ALLOWED_RUNTIMES",

@@ -68,6 +68,7 @@ from sandbox.models import (
     SessionList,
 )
 from sandbox.paths import project_owner, resolve_project_path
+from sandbox.pool import Blueprint, WarmPool
 from sandbox.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,9 @@ class SessionManager:
         self._server_lock: IO[str] | None = None
         self._owner_lock: IO[str] | None = None
         self._take_server_lock()
+        self._pool: WarmPool | None = None
+        if config.warm_pool > 0:
+            self._pool = WarmPool(config.warm_pool, build=self._build, discard=self._discard)
         self._stop_reaper = threading.Event()
         if config.idle_ttl_s > 0:
             threading.Thread(target=self._reap, daemon=True, name="sandbox-reaper").start()
@@ -200,17 +204,7 @@ class SessionManager:
     def create(self, request: CreateRequest) -> SessionCreated:
         if self._closed:
             raise SessionLimitError("the server is shutting down", hint="Start a new server.")
-        project = resolve_project_path(request.project_path, self.config.allowed_roots)
-        limits = self._limits(request)
-        image = self._image(request.image)
-        runtime = self._runtime(request.runtime)
-        env = self._env(request.env)
-        workdir = self._workdir(request.workdir)
-        name = self._name(request.name, project)
-        network = self.config.network_enabled if request.network is None else request.network
-        uid, gid = project_owner(project)
-        if uid == 0 and not self.config.root_shell:
-            uid, gid = SANDBOX_UID, SANDBOX_UID
+        blueprint = self._blueprint(request)
         with self._lock:
             if len(self._sessions) + self._reserved >= self.config.max_sessions:
                 raise SessionLimitError(
@@ -220,59 +214,102 @@ class SessionManager:
                 )
             self._reserved += 1
         try:
-            ensure_session_image(self.backend, image, self._on_build_line)
-            sid = secrets.token_hex(6)
-            spec = SessionSpec(
-                session_id=sid,
-                name=name,
-                image=image,
-                project_path=str(project),
-                workdir=workdir,
-                rows=request.rows,
-                cols=request.cols,
-                network=network,
-                durable=self.config.durable if request.durable is None else request.durable,
-                limits=limits,
-                created_at=now_iso(),
-                read_only_project=request.read_only_project,
-                command=list(request.command) if request.command else None,
-                runtime=runtime,
-                user=f"{uid}:{gid}",
-                env={
-                    "HOME": SESSION_HOME,
-                    "USER": "sandbox",
-                    "LOGNAME": "sandbox",
-                    "TERM": "xterm-256color",
-                    "LANG": "C.UTF-8",
-                    "SANDBOX_SESSION": sid,
-                    **env,
-                },
-            )
-            if spec.durable:
-                self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
-            try:
-                cid = self.backend.create(self._container_spec(spec, project, uid, gid))
-            except BaseException:
-                if spec.durable:
-                    self._remove_volume(sid)
-                raise
-            session = self._session(spec, cid)
-            try:
-                session.open_shell()
-            except BaseException:
-                session.close()
-                self._remove_container(cid)
-                if spec.durable:
-                    self._remove_volume(sid)
-                shutil.rmtree(self.session_dir(sid), ignore_errors=True)
-                raise
+            session = self._pool.take(blueprint) if self._pool is not None else None
+            if session is not None:
+                session.spec.created_at = now_iso()
+                session.last_activity_at = session.spec.created_at
+                if (request.rows, request.cols) != (session.rows, session.cols):
+                    session.resize(request.rows, request.cols)
+            else:
+                session = self._build(blueprint, request.rows, request.cols)
             with self._lock:
-                self._sessions[sid] = session
-            log.info("session %s created (%s, container %s)", sid, project, cid[:12])
+                self._sessions[session.id] = session
+            if self._pool is not None:
+                self._pool.want(blueprint)
+            log.info("session %s created (%s)", session.id, blueprint.project)
             return session.created()
         finally:
             with self._lock:
                 self._reserved -= 1
+
+    def _blueprint(self, request: CreateRequest) -> Blueprint:
+        """Validate a request into the blueprint of its container (errors name the field)."""
+        project = resolve_project_path(request.project_path, self.config.allowed_roots)
+        limits = self._limits(request)
+        uid, gid = project_owner(project)
+        if uid == 0 and not self.config.root_shell:
+            uid, gid = SANDBOX_UID, SANDBOX_UID
+        return Blueprint(
+            image=self._image(request.image),
+            runtime=self._runtime(request.runtime),
+            project=str(project),
+            workdir=self._workdir(request.workdir),
+            name=self._name(request.name, project),
+            network=self.config.network_enabled if request.network is None else request.network,
+            durable=self.config.durable if request.durable is None else request.durable,
+            memory_mb=limits.memory_mb,
+            cpus=limits.cpus,
+            pids=limits.pids,
+            read_only_project=request.read_only_project,
+            command=tuple(request.command) if request.command else None,
+            uid=uid,
+            gid=gid,
+            env=tuple(sorted(self._env(request.env).items())),
+        )
+
+    def _build(self, bp: Blueprint, rows: int = 24, cols: int = 80) -> Session:
+        """Start a session's container and shell (cold); clean up everything on failure."""
+        ensure_session_image(self.backend, bp.image, self._on_build_line)
+        sid = secrets.token_hex(6)
+        spec = SessionSpec(
+            session_id=sid,
+            name=bp.name,
+            image=bp.image,
+            project_path=bp.project,
+            workdir=bp.workdir,
+            rows=rows,
+            cols=cols,
+            network=bp.network,
+            durable=bp.durable,
+            limits=Limits(memory_mb=bp.memory_mb, cpus=bp.cpus, pids=bp.pids),
+            created_at=now_iso(),
+            read_only_project=bp.read_only_project,
+            command=list(bp.command) if bp.command else None,
+            runtime=bp.runtime,
+            user=f"{bp.uid}:{bp.gid}",
+            env={
+                "HOME": SESSION_HOME,
+                "USER": "sandbox",
+                "LOGNAME": "sandbox",
+                "TERM": "xterm-256color",
+                "LANG": "C.UTF-8",
+                "SANDBOX_SESSION": sid,
+                **dict(bp.env),
+            },
+        )
+        if spec.durable:
+            self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
+        try:
+            cid = self.backend.create(self._container_spec(spec, Path(bp.project), bp.uid, bp.gid))
+        except BaseException:
+            if spec.durable:
+                self._remove_volume(sid)
+            raise
+        session = self._session(spec, cid)
+        try:
+            session.open_shell()
+        except BaseException:
+            self._discard(session)
+            raise
+        return session
+
+    def _discard(self, session: Session) -> None:
+        """Remove a session that was never (or is no longer) registered."""
+        session.close()
+        self._remove_container(session.container_id)
+        if session.spec.durable:
+            self._remove_volume(session.id)
+        shutil.rmtree(self.session_dir(session.id), ignore_errors=True)
 
     def _session(self, spec: SessionSpec, container_id: str) -> Session:
         return Session(
@@ -565,6 +602,8 @@ class SessionManager:
             return
         self._closed = True
         self._stop_reaper.set()
+        if self._pool is not None:
+            self._pool.close()
         for session in self.sessions():
             if session.spec.durable:
                 session.detach()

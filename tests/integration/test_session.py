@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -320,3 +321,31 @@ def test_signal_without_escalation_sends_exactly_one(session: Session) -> None:
     assert result.signals_sent == ["SIGTSTP"]
     assert session.wait_done(5)  # a stopped job gives the prompt back (status 148)
     assert session.execute("kill %1 2>/dev/null; echo ok", timeout_s=10).output.endswith("ok\n")
+
+
+def test_warm_pool_serves_labelled_sessions_and_cleans_up(
+    docker_client: docker.DockerClient, allowed_root: Path
+) -> None:
+    from tests.integration.conftest import make_config
+
+    config = make_config(allowed_root, warm_pool=1, owner=f"pool-{os.getpid()}")
+    pooled = SessionManager(config)
+    label = {"label": [f"{LABEL_MANAGED}=true", f"sandbox.owner={config.owner}"]}
+    try:
+        project = make_project("pool")
+        first = pooled.create(CreateRequest(project_path=str(project)))
+        assert pooled._pool is not None
+        for _ in range(300):
+            if pooled._pool.count() == 1:
+                break
+            time.sleep(0.1)
+        ready = {c.id for c in docker_client.containers.list(filters=label)} - {first.container_id}
+        assert len(ready) == 1
+        second = pooled.create(CreateRequest(project_path=str(project)))
+        assert second.container_id in ready
+        c = docker_client.containers.get(second.container_id)
+        assert c.labels[LABEL_SESSION] == second.session_id
+        assert pooled.execute("id -u", session_id=second.session_id).output == "1000\n"
+    finally:
+        pooled.close()
+    assert docker_client.containers.list(all=True, filters=label) == []
