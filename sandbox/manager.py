@@ -51,6 +51,7 @@ from sandbox.errors import (
     InvalidArgumentError,
     SandboxError,
     SessionBusyError,
+    SessionExitedError,
     SessionLimitError,
     SessionNotFoundError,
 )
@@ -214,13 +215,8 @@ class SessionManager:
                 )
             self._reserved += 1
         try:
-            session = self._pool.take(blueprint) if self._pool is not None else None
-            if session is not None:
-                session.spec.created_at = now_iso()
-                session.last_activity_at = session.spec.created_at
-                if (request.rows, request.cols) != (session.rows, session.cols):
-                    session.resize(request.rows, request.cols)
-            else:
+            session = self._take_warm(blueprint, request.rows, request.cols)
+            if session is None:
                 session = self._build(blueprint, request.rows, request.cols)
             with self._lock:
                 self._sessions[session.id] = session
@@ -231,6 +227,27 @@ class SessionManager:
         finally:
             with self._lock:
                 self._reserved -= 1
+
+    def _take_warm(self, blueprint: Blueprint, rows: int, cols: int) -> Session | None:
+        """A session from the warm pool, fitted to the request; None when there is none (or
+        the ones there turn out dead: killed from outside while they waited)."""
+        while self._pool is not None:
+            session = self._pool.take(blueprint)
+            if session is None:
+                return None
+            try:
+                if not self.backend.inspect(session.container_id).running:
+                    raise SessionExitedError("its container is not running")
+                if (rows, cols) != (session.rows, session.cols):
+                    session.resize(rows, cols)
+            except SandboxError as exc:
+                log.info("warm session %s was unusable (%s): discarded", session.id, exc)
+                self._discard(session)
+                continue
+            session.spec.created_at = now_iso()
+            session.last_activity_at = session.spec.created_at
+            return session
+        return None
 
     def _blueprint(self, request: CreateRequest) -> Blueprint:
         """Validate a request into the blueprint of its container (errors name the field)."""
