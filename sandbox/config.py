@@ -73,6 +73,34 @@ class SandboxConfig(BaseModel):
     root_shell: bool = Field(
         default=False, description="Run the shell as root when the project is root's."
     )
+    client_network: bool = Field(
+        default=True,
+        description="MCP clients may turn the network on for their sessions (network=true).",
+    )
+    # HTTP hardening (``sandbox serve``).
+    tokens: tuple[str, ...] = Field(
+        default=(),
+        description="More bearer tokens, comma-separated: each is a separate client with its "
+        "own session quota and sessions (SANDBOX_TOKEN is one more).",
+    )
+    max_sessions_per_token: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sessions one token may hold at once (default: max_sessions shared evenly "
+        "among the tokens).",
+    )
+    http_max_body_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."
+    )
+    http_max_clients: int = Field(
+        default=100, ge=1, description="Open MCP connections (streamable HTTP sessions) at once."
+    )
+    http_max_connections: int = Field(
+        default=256, ge=4, description="Concurrent HTTP connections (503 above)."
+    )
+    http_client_idle_s: int = Field(
+        default=1800, ge=10, description="An MCP connection idle this long is closed."
+    )
 
     @field_validator("allowed_roots", mode="before")
     @classmethod
@@ -81,7 +109,7 @@ class SandboxConfig(BaseModel):
             return tuple(Path(p) for p in value.split(os.pathsep) if p)
         return value
 
-    @field_validator("allowed_images", "allowed_runtimes", mode="before")
+    @field_validator("allowed_images", "allowed_runtimes", "tokens", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -98,6 +126,18 @@ class SandboxConfig(BaseModel):
     @property
     def network_enabled(self) -> bool:
         return self.network != "none"
+
+    @property
+    def all_tokens(self) -> tuple[str, ...]:
+        """Every accepted bearer token: SANDBOX_TOKEN, then SANDBOX_TOKENS."""
+        return tuple(dict.fromkeys(t for t in (self.token, *self.tokens) if t))
+
+    @property
+    def token_quota(self) -> int:
+        """Sessions one token may hold at once."""
+        if self.max_sessions_per_token is not None:
+            return min(self.max_sessions_per_token, self.max_sessions)
+        return max(1, self.max_sessions // max(1, len(self.all_tokens)))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> SandboxConfig:
@@ -173,6 +213,13 @@ ENV_VARS: dict[str, str] = {
     "allowed_runtimes": "SANDBOX_ALLOWED_RUNTIMES",
     "idle_ttl_s": "SANDBOX_IDLE_TTL_S",
     "record": "SANDBOX_RECORD",
+    "client_network": "SANDBOX_CLIENT_NETWORK",
+    "tokens": "SANDBOX_TOKENS",
+    "max_sessions_per_token": "SANDBOX_MAX_SESSIONS_PER_TOKEN",
+    "http_max_body_bytes": "SANDBOX_HTTP_MAX_BODY_BYTES",
+    "http_max_clients": "SANDBOX_HTTP_MAX_CLIENTS",
+    "http_max_connections": "SANDBOX_HTTP_MAX_CONNECTIONS",
+    "http_client_idle_s": "SANDBOX_HTTP_CLIENT_IDLE_S",
 }
 
 # Labels every managed container carries (CONTRACT.md "Names").

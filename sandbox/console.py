@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from sandbox.transcript import clean_transcript, complete_prefix
+from sandbox.transcript import clean_transcript, complete_prefix, sanitize_terminal
 
 __all__ = [
     "PipeCleaner",
@@ -55,9 +55,18 @@ _HOLD_LIMIT = 128
 class TerminalFilter:
     """Raw terminal bytes for a local terminal, minus our markers (and queries if asked)."""
 
-    def __init__(self, write: Callable[[bytes], None], *, drop_queries: bool = True) -> None:
+    def __init__(
+        self,
+        write: Callable[[bytes], None],
+        *,
+        drop_queries: bool = True,
+        sanitize: bool = False,
+    ) -> None:
+        """``sanitize``: also keep only sequences that draw (a replayed log must not write the
+        reader's clipboard or title: ``sandbox.transcript.sanitize_terminal``)."""
         self._write = write
         self._pattern = _MARKERS_AND_QUERIES if drop_queries else _MARKERS_ONLY
+        self._sanitize = sanitize
         self._held = b""
 
     def feed(self, data: bytes) -> None:
@@ -68,13 +77,16 @@ class TerminalFilter:
             data, self._held = data[:cut], data[cut:]
         if b"\x1b" in data:
             data = self._pattern.sub(b"", data)
+        if self._sanitize:
+            data = sanitize_terminal(data)
         if data:
             self._write(data)
 
     def finish(self) -> None:
         held, self._held = self._held, b""
         if held:
-            self._write(self._pattern.sub(b"", held))
+            held = self._pattern.sub(b"", held)
+            self._write(sanitize_terminal(held) if self._sanitize else held)
 
 
 def _incomplete_tail(data: bytes) -> int:

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import time
 
+from sandbox.config import KEEPALIVE_UID
 from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
 from sandbox.execute import resync_line
 from sandbox.models import Cursor, SessionCreated, SessionInfo, SessionSummary, SignalResult, Usage
@@ -17,10 +18,60 @@ from sandbox.terminal import ScreenSnapshot
 log = logging.getLogger(__name__)
 
 GRACE_S = 1.0
+SWEEP_ROUNDS = 4
+
+# Kills, as the shell's user, every process born after pid @AFTER@ (the start marker's
+# ``ns_last_pid``) except the shell and this script: what a timed-out command left behind outside
+# its process group (``setsid``, ``nohup``, double forks). Pids only grow in a pid namespace until
+# they wrap at pid_max: after a wrap (or with no start pid: @AFTER@ = -1) every process of the
+# user goes, as it does when the container is at 90% of its pids limit (a fork bomb an earlier
+# command left behind makes the session unusable anyway). Each round stops the processes first
+# so a forking loop cannot outrun the kill.
+# Only builtins: it must work when the pids limit leaves no room for a fork. Prints the number
+# of processes killed. It refuses to run ("swept -2") unless PID 1 is the session container's
+# init, which runs as the keepalive's uid: never on a host (PID 1 is root's there), whatever
+# backend asked.
+SWEEP_SCRIPT = r"""
+p1=; while read -r k v _; do [ "$k" = Uid: ] && { p1=$v; break; }; done </proc/1/status
+[ "$p1" = @KEEPALIVE@ ] || { echo "swept -2"; exit 0; }
+after=@AFTER@; shell=@SHELL@; self=$$; skip_tmux=@DURABLE@
+last=0; read -r last </proc/sys/kernel/ns_last_pid 2>/dev/null
+[ "$after" -ge 0 ] && [ "$last" -ge "$after" ] 2>/dev/null || after=-1
+for c in /sys/fs/cgroup/pids /sys/fs/cgroup; do
+  cur=; max=; read -r cur <$c/pids.current 2>/dev/null; read -r max <$c/pids.max 2>/dev/null
+  if [ -n "$cur" ] && [ "$max" -gt 0 ] 2>/dev/null; then
+    [ $((cur * 10)) -ge $((max * 9)) ] && after=-1
+    break
+  fi
+done
+killed=0; round=0
+while [ $round -lt @ROUNDS@ ]; do
+  round=$((round + 1)); victims=
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$self" ] || [ "$p" = "$shell" ] || [ "$p" -le "$after" ] && continue
+    [ -O "$d" ] || continue
+    read -r st <"$d/stat" 2>/dev/null || continue
+    rest=${st##*) }; set -- $rest
+    case "$1" in Z|X|x) continue ;; esac
+    [ "$2" = "$self" ] && continue
+    if [ "$skip_tmux" = 1 ]; then
+      case "${st#*(}" in tmux*|tail*) continue ;; esac
+    fi
+    victims="$victims $p"
+  done
+  [ -z "$victims" ] && break
+  kill -STOP $victims 2>/dev/null; kill -KILL $victims 2>/dev/null
+  set -- $victims; killed=$((killed + $#))
+done
+echo "swept $killed"
+"""
 
 
 class ControlMixin(SessionState):
     """signal, info and the ``sandbox.signals.Target`` methods for ``Session``."""
+
+    shell_restarts: int
 
     def _snapshot(self) -> ScreenSnapshot:
         raise NotImplementedError
@@ -61,6 +112,53 @@ class ControlMixin(SessionState):
         if result.exit_code != 0:
             log.info("kill -%s -%s: %s", signal, pgid, result.output.decode(errors="replace"))
         return result.exit_code == 0 or b"No such process" in result.output
+
+    def sweep(self, after_pid: int | None) -> int:
+        """Kill every process of the shell's user born after ``after_pid`` except the shell
+        (None: every one but the shell). Returns how many were killed, -1 when the control
+        command could not run (the pids limit is full: the caller resets the container)."""
+        shell = self._shell_pid
+        if shell is None:
+            return 0
+        if not self._in_container():
+            return 0  # a fake backend runs commands on the host: never sweep there
+        script = (
+            SWEEP_SCRIPT.replace("@KEEPALIVE@", str(KEEPALIVE_UID))
+            .replace("@AFTER@", str(-1 if after_pid is None else int(after_pid)))
+            .replace("@SHELL@", str(int(shell)))
+            .replace("@DURABLE@", "1" if self.spec.durable else "0")
+            .replace("@ROUNDS@", str(SWEEP_ROUNDS))
+        )
+        try:
+            result = self.backend.run(
+                self.container_id, ["bash", "-c", script], user=self.spec.user
+            )
+        except SandboxError as exc:
+            log.info("sweep of %s failed: %s", self.id, exc)
+            return -1
+        text = result.output.decode("utf-8", "replace")
+        for line in text.splitlines():
+            if line.startswith("swept "):
+                with contextlib.suppress(ValueError):
+                    count = int(line.split()[1])
+                    if count == -2:
+                        log.warning("session %s: not a sandbox container, no sweep", self.id)
+                        return 0
+                    if count:
+                        log.info("session %s: killed %d stray processes", self.id, count)
+                    return count
+        log.info("sweep of %s printed %r (exit %s)", self.id, text[-200:], result.exit_code)
+        return -1
+
+    def _in_container(self) -> bool:
+        """Whether control commands run in a real container (not a fake backend's host)."""
+        from sandbox.backends.docker import DockerBackend
+
+        return isinstance(self.backend, DockerBackend)
+
+    def respawn(self) -> bool:
+        """Replace a shell that no longer answers with a fresh one in the same container."""
+        raise NotImplementedError
 
     def wait_done(self, grace_s: float) -> bool:
         deadline = time.monotonic() + grace_s
@@ -231,4 +329,5 @@ class ControlMixin(SessionState):
             attach_command=attach_command,
             last_activity_at=self.last_activity_at,
             resets=self.resets,
+            shell_restarts=self.shell_restarts,
         )

@@ -38,6 +38,21 @@ PROBE_MEMORY_MB = 64
 PROBE_PIDS = 64
 PROBE_CPUS = 0.5
 RUNTIME_ENV = "SANDBOX_RUNTIME"
+ALLOWED_RUNTIMES_ENV = "SANDBOX_ALLOWED_RUNTIMES"
+GVISOR = "runsc"
+# How to register gVisor with a Docker engine. Debian's runsc works with networking off only,
+# and sessions need no network by default: pass --network=none to every sandbox it runs.
+RUNSC_DAEMON_JSON = (
+    '{"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}}'
+)
+RUNSC_HOWTO = (
+    "install gVisor (Debian/Ubuntu: `apt-get install runsc`, or gvisor.dev/docs/user_guide/"
+    "install), add a `runtimes` entry to /etc/docker/daemon.json (merge it with what is there): "
+    f"{RUNSC_DAEMON_JSON}, restart the engine (`sudo systemctl restart docker`; this stops "
+    "running containers), then set SANDBOX_RUNTIME=runsc (every session) or "
+    "SANDBOX_ALLOWED_RUNTIMES=runsc (sessions that ask). With --network=none, sessions under "
+    "runsc have no network even when they ask for it."
+)
 
 # Printed by the probe container: "file=value" for each cgroup file it can read.
 _CGROUP_FILES = (
@@ -74,6 +89,8 @@ class Check:
         line = f"{self.status:<5} {self.name}" + (f": {self.detail}" if self.detail else "")
         if self.fix and self.status in ("FAIL", "warn"):
             line += f"\n      fix: {self.fix}"
+        elif self.fix and self.status == "info":
+            line += f"\n      how: {self.fix}"
         return line
 
 
@@ -125,7 +142,7 @@ def run_checks(
     yield _api_version(engine)
     yield _user_namespaces(backend)
     runtime = env.get(RUNTIME_ENV) or None
-    yield _runtime(engine, runtime)
+    yield _runtime(engine, runtime, env.get(ALLOWED_RUNTIMES_ENV, ""))
     if runtime not in engine.runtimes:
         runtime = None  # already reported; probe the limits with the default runtime
 
@@ -225,24 +242,38 @@ def _user_namespaces(backend: Any) -> Check:
     )
 
 
-def _runtime(engine: EngineDescription, runtime: str | None) -> Check:
+def _runtime(engine: EngineDescription, runtime: str | None, allowed: str = "") -> Check:
+    """Whether gVisor (runsc) is registered with the engine, used, and how to register it.
+
+    Optional: a stricter tier (a user-space kernel between the session and the host's)."""
     registered = ", ".join(engine.runtimes) or "none reported"
+    has_runsc = GVISOR in engine.runtimes
+    name = "gVisor runtime" if runtime in (None, GVISOR) else "runtime"
     if runtime is None:
-        gvisor = "runsc is registered" if "runsc" in engine.runtimes else "runsc not registered"
+        offered = GVISOR in {r.strip() for r in allowed.split(",")}
+        if has_runsc:
+            use = (
+                f"sessions may ask for it ({ALLOWED_RUNTIMES_ENV})"
+                if offered
+                else f"not used: set {RUNTIME_ENV}=runsc or {ALLOWED_RUNTIMES_ENV}=runsc"
+            )
+            return Check(name, "info", f"runsc is registered; {use}", required=False)
         return Check(
-            "gVisor runtime",
+            name,
             "info",
-            f"not configured ({RUNTIME_ENV} unset; {gvisor}; runtimes: {registered})",
+            f"runsc is not registered with the engine (runtimes: {registered}); sessions use "
+            "the default runtime (namespaces and cgroups on the host's kernel)",
+            RUNSC_HOWTO,
             required=False,
         )
     if runtime in engine.runtimes:
-        return Check("gVisor runtime" if runtime == "runsc" else "runtime", "ok", runtime)
+        return Check(name, "ok", f"{runtime} is registered and used for every session")
     return Check(
-        "gVisor runtime" if runtime == "runsc" else "runtime",
+        name,
         "FAIL",
         f"{RUNTIME_ENV}={runtime} but the engine has only: {registered}",
-        "Install gVisor and register it (`sudo runsc install && sudo systemctl restart docker`), "
-        f"or unset {RUNTIME_ENV}.",
+        (RUNSC_HOWTO if runtime == GVISOR else f"Register {runtime} with the engine")
+        + f" Or unset {RUNTIME_ENV}.",
     )
 
 

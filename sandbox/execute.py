@@ -8,9 +8,12 @@ Every command is typed as ONE line::
 - ``eval`` of an ANSI-C quoted string makes any command (multi-line, heredocs, nested quotes,
   unterminated quotes) a single line for readline: no PS2 prompt can hang, a syntax error is a
   non-zero status, and nothing forks (``$'...'`` is parsed by bash itself).
-- ``__sb_s`` prints the start marker, ``__sb_e`` the end marker with the status. When a command
-  is interrupted the rest of the line never runs, so ``PROMPT_COMMAND`` prints the end marker
-  instead (with 130 after ^C, 137 after SIGKILL).
+- ``__sb_s`` prints the start marker, ``__sb_e`` the end marker with the status. The start
+  marker also carries the pid namespace's last allocated pid (``ns_last_pid``, read by a builtin,
+  no fork): every process with a higher pid was born during the command, which is how a timeout
+  finds and stops what escaped the process group (``setsid``, ``nohup``, double forks). When a
+  command is interrupted the rest of the line never runs, so ``PROMPT_COMMAND`` prints the end
+  marker instead (with 130 after ^C, 137 after SIGKILL).
 - Markers are private OSC sequences ``ESC ]777;sb;NONCE;S BEL`` / ``...;E;STATUS BEL``: invisible
   on a terminal, swallowed by pyte, removed by the transcript cleaner. They are assembled by
   ``printf`` at run time, so the echoed command line never contains one; a marker whose nonce
@@ -36,15 +39,18 @@ unset SANDBOX_RC
 HISTFILE="$HOME/.bash_history"
 HISTCONTROL=ignorespace
 __sb_n=
-__sb_s() { __sb_n=$1; printf '\033]777;sb;%s;S\007' "$1"; }
+__sb_s() {
+  __sb_n=$1; local l=; read -r l 2>/dev/null </proc/sys/kernel/ns_last_pid || :
+  printf '\033]777;sb;%s;S;%s\007' "$1" "$l"
+}
 __sb_e() {
   if [ -n "$__sb_n" ]; then printf '\033]777;sb;%s;E;%s\007' "$__sb_n" "$1"; __sb_n=; fi
 }
 PROMPT_COMMAND='__sb_e $?'
-trap 'printf "\033]777;sb;exit;%s\007" "$?"' EXIT
+trap 'printf "\033]777;sb;exit;%s;@TOKEN@\007" "$?"' EXIT
 PS1='\[\033]0;sandbox: \w\007\]sandbox:\w\$ \[\033]777;sb;P\007\]'
 PS2='> '
-printf '\033]777;sb;ready;%s\007' "$$"
+printf '\033]777;sb;ready;%s;@TOKEN@\007' "$$"
 """
 
 # Run by the exec: hands the rc file to an interactive bash through fd 3 (no temp file).
@@ -53,6 +59,13 @@ SHELL_ARGV = ["bash", "-c", 'exec bash --noprofile --rcfile /dev/fd/3 -i 3<<<"$S
 
 def new_nonce() -> str:
     return secrets.token_hex(8)
+
+
+def shell_rc(token: str) -> str:
+    """The rc file for one shell: its ready and exit markers carry ``token`` (hex), which no
+    file or program output can know, so printing a marker-like string cannot pretend that the
+    shell started or exited."""
+    return SHELL_RC.replace("@TOKEN@", token)
 
 
 def ansi_c_quote(command: str) -> str:
@@ -101,21 +114,24 @@ class Marker:
     status: int | None
     start: int  # absolute offset of the ESC
     end: int  # absolute offset just after the BEL
+    last_pid: int | None = None  # "start": the last pid allocated before the command ran
+    token: str = ""  # "ready", "exit": the shell's token ("" from an older shell)
 
 
 def _parse(body: bytes, start: int, end: int) -> Marker | None:
     parts = body.decode("ascii", "replace").split(";")
     if parts == ["P"]:
         return Marker("prompt", "", None, start, end)
-    if len(parts) == 2 and parts[0] == "ready":
-        return Marker("ready", parts[1], None, start, end)
-    if len(parts) == 2 and parts[0] == "exit":
+    if len(parts) in (2, 3) and parts[0] == "ready":
+        return Marker("ready", parts[1], None, start, end, token=_token(parts))
+    if len(parts) in (2, 3) and parts[0] == "exit":
         try:
-            return Marker("exit", "", int(parts[1]), start, end)
+            return Marker("exit", "", int(parts[1]), start, end, token=_token(parts))
         except ValueError:
             return None
-    if len(parts) == 2 and parts[1] == "S":
-        return Marker("start", parts[0], None, start, end)
+    if len(parts) in (2, 3) and parts[1] == "S":
+        last_pid = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
+        return Marker("start", parts[0], None, start, end, last_pid)
     if len(parts) == 3 and parts[1] == "E":
         try:
             status = int(parts[2])
@@ -123,6 +139,10 @@ def _parse(body: bytes, start: int, end: int) -> Marker | None:
             return None
         return Marker("end", parts[0], status, start, end)
     return None
+
+
+def _token(parts: list[str]) -> str:
+    return parts[2] if len(parts) == 3 else ""
 
 
 class MarkerScanner:

@@ -6,8 +6,16 @@ Every ``/mcp`` request passes ``Guard`` first, whatever address the server is bo
   present, an allowed origin (403) — DNS-rebinding protection. Allowed hosts come from
   ``SANDBOX_ALLOWED_HOSTS`` (comma-separated; ``name``, ``name:port`` or ``name:*``), by default
   ``localhost``, ``127.0.0.1`` and ``[::1]`` with the server's port;
-* with a token configured, ``Authorization: Bearer <token>`` must match it (401 otherwise,
-  compared in constant time).
+* with a token configured, ``Authorization: Bearer <token>`` must match it, or one of
+  ``SANDBOX_TOKENS`` (401 otherwise, compared in constant time);
+* a request body larger than ``SANDBOX_HTTP_MAX_BODY_BYTES`` is refused with 413 and a JSON body
+  that says so, whether it declares its length or streams it in chunks (checked after the token,
+  so an anonymous client cannot make the server read anything).
+
+Beyond the guard: uvicorn refuses connections past ``SANDBOX_HTTP_MAX_CONNECTIONS`` (503), the
+SDK refuses MCP connections past ``SANDBOX_HTTP_MAX_CLIENTS`` (503) and closes those idle for
+``SANDBOX_HTTP_CLIENT_IDLE_S``; per-token session quotas are enforced by the tools
+(``sandbox.mcp_server``).
 
 Binding a non-loopback address without a token is refused before anything starts.
 ``/healthz`` needs nothing and says only that the server is alive.
@@ -20,6 +28,7 @@ import ipaddress
 import json
 import logging
 import signal
+from collections import deque
 from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -28,7 +37,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sandbox.config import SandboxConfig
 from sandbox.errors import InvalidArgumentError
@@ -97,16 +106,35 @@ def _refusal(status: int, code: str, message: str, hint: str) -> Response:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def _too_large(limit: int) -> Response:
+    return _refusal(
+        413,
+        "PAYLOAD_TOO_LARGE",
+        f"the request body is larger than this server's limit of {limit} bytes",
+        "Send less per request (e.g. write big files into the project instead of passing them "
+        "in a command), or have the operator raise SANDBOX_HTTP_MAX_BODY_BYTES.",
+    )
+
+
 class Guard:
-    """ASGI middleware: Host/Origin checks and the bearer token on ``/mcp``."""
+    """ASGI middleware: Host/Origin checks, the bearer token and the body size on ``/mcp``."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None, hosts: list[str], origins: list[str]
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        hosts: list[str],
+        origins: list[str],
+        tokens: Sequence[str] = (),
+        max_body: int | None = None,
     ) -> None:
         self.app = app
-        self._token = token.encode() if token else None
+        self._tokens = [t.encode() for t in dict.fromkeys((token, *tokens)) if t]
+        self._token = self._tokens[0] if self._tokens else None
         self.hosts = hosts
         self.origins = origins
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
@@ -114,11 +142,48 @@ class Guard:
         if scope["type"] != "http" or not guarded:
             await self.app(scope, receive, send)
             return
-        refusal = self.check(Headers(scope=scope))
+        headers = Headers(scope=scope)
+        refusal = self.check(headers)
+        if refusal is None and self.max_body is not None:
+            refusal, receive = await self._limit_body(scope, headers, receive)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    async def _limit_body(
+        self, scope: Scope, headers: Headers, receive: Receive
+    ) -> tuple[Response | None, Receive]:
+        """413 for a body above ``max_body``: by its declared length, else by reading it (it is
+        then replayed to the app)."""
+        limit = self.max_body
+        assert limit is not None
+        declared = headers.get("content-length")
+        if declared is not None and declared.strip().isdigit():
+            if int(declared) > limit:
+                log.warning("refused a %s byte request body", declared.strip())
+                return _too_large(limit), receive
+            return None, receive
+        if scope.get("method", "GET") not in ("POST", "PUT", "PATCH"):
+            return None, receive
+        buffered: deque[Message] = deque()
+        size = 0
+        while True:
+            message = await receive()
+            buffered.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > limit:
+                log.warning("refused a streamed request body above %d bytes", limit)
+                return _too_large(limit), receive
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return buffered.popleft() if buffered else await receive()
+
+        return None, replay
 
     def check(self, headers: Headers) -> Response | None:
         host = headers.get("host", "")
@@ -139,11 +204,12 @@ class Guard:
                 f"Origin {origin[:100]!r} is not allowed",
                 f"Browsers may only call this server from an origin of {ALLOWED_HOSTS_ENV}.",
             )
-        if self._token is not None:
+        if self._tokens:
             scheme, _, given = headers.get("authorization", "").partition(" ")
-            ok = scheme.lower() == "bearer" and hmac.compare_digest(
-                given.strip().encode(), self._token
-            )
+            presented = given.strip().encode()
+            # compare against every token (no early exit: the time says nothing about which)
+            matches = [hmac.compare_digest(presented, t) for t in self._tokens]
+            ok = scheme.lower() == "bearer" and any(matches)
             if not ok:
                 return _refusal(
                     401,
@@ -173,13 +239,25 @@ def build_app(
     )
     # json_response stays False: a JSON-only response would drop progress notifications.
     inner = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, transport_security=security, host=host
+        streamable_http_path=MCP_PATH,
+        transport_security=security,
+        host=host,
+        max_request_body_size=config.http_max_body_bytes,
+        max_sessions=config.http_max_clients,
+        session_idle_timeout=config.http_client_idle_s,
     )
-    return Guard(inner, token=config.token, hosts=hosts, origins=origins)
+    return Guard(
+        inner,
+        token=config.token,
+        tokens=config.tokens,
+        hosts=hosts,
+        origins=origins,
+        max_body=config.http_max_body_bytes,
+    )
 
 
 def check_bind(config: SandboxConfig, host: str) -> None:
-    if not is_loopback(host) and not config.token:
+    if not is_loopback(host) and not config.all_tokens:
         raise InvalidArgumentError(
             f"refusing to serve on {host} without a token: anyone who can reach it could run "
             "commands",
@@ -215,12 +293,13 @@ def serve(config: SandboxConfig, host: str, port: int) -> None:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            limit_concurrency=config.http_max_connections,
         )
         log.info(
             "serving MCP on http://%s%s (token %s)",
             _host_port(host, port),
             MCP_PATH,
-            "required" if config.token else "not required",
+            "required" if config.all_tokens else "not required",
         )
         uvicorn.Server(uv_config).run()
     finally:

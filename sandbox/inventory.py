@@ -231,7 +231,7 @@ def print_log(config: SandboxConfig, ident: str, *, follow: bool, raw: bool) -> 
     sink: TerminalFilter | PipeCleaner | None = None
     if not raw:
         if sys.stdout.isatty():
-            sink = TerminalFilter(write)
+            sink = TerminalFilter(write, sanitize=True)
         else:
             sink = PipeCleaner(lambda text: write(text.encode("utf-8", "replace")))
 

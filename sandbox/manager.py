@@ -359,6 +359,12 @@ class SessionManager:
         self, spec: SessionSpec, project: Path, uid: int, gid: int
     ) -> ContainerSpec:
         c = self.config
+        # tmpfs pages count against the memory limit: full tmpfs mounts must leave the shell
+        # room to live, so together they get at most half of it.
+        budget = max(8, spec.limits.memory_mb // 2)
+        tmp_mb = min(c.tmp_mb, budget // 2)
+        home_mb = min(c.home_mb, budget // 4)
+        var_mb = min(64, budget // 8)
         network = "none"
         if spec.network:
             network = c.network if c.network_enabled else "bridge"
@@ -388,9 +394,9 @@ class SessionManager:
             pids=spec.limits.pids,
             network=network,
             tmpfs={
-                "/tmp": f"rw,nosuid,nodev,size={c.tmp_mb}m,mode=1777",
-                "/var/tmp": "rw,nosuid,nodev,size=64m,mode=1777",
-                SESSION_HOME: f"rw,nosuid,nodev,size={c.home_mb}m,uid={uid},gid={gid},mode=0755",
+                "/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777",
+                "/var/tmp": f"rw,nosuid,nodev,size={var_mb}m,mode=1777",
+                SESSION_HOME: f"rw,nosuid,nodev,size={home_mb}m,uid={uid},gid={gid},mode=0755",
                 "/run": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
             },
             read_only_root=True,

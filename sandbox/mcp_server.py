@@ -13,15 +13,21 @@ stdin/stdout (``sandbox mcp``, see ``sandbox.stdio_app``) and ``run_http`` over 
 ``execute`` forwards the engine's progress (elapsed seconds, latest line) as MCP progress
 notifications, and a client's cancellation sets the engine's ``cancel`` event so the command
 is stopped with the escalation ladder before the call returns.
+
+Over HTTP each bearer token is a client (``client_of``): it may hold at most
+``SandboxConfig.token_quota`` sessions at once (``SESSION_LIMIT`` beyond), and it sees and
+drives only its own sessions (another token's are ``SESSION_NOT_FOUND``). On stdio there is one
+local client and only the server's ``max_sessions`` applies.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,9 +44,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandbox import __version__
 from sandbox.config import SandboxConfig
-from sandbox.errors import InternalError, InvalidArgumentError, SandboxError
+from sandbox.errors import (
+    InternalError,
+    InvalidArgumentError,
+    SandboxError,
+    SessionLimitError,
+    SessionNotFoundError,
+)
 from sandbox.mcp_text import DESCRIPTIONS, INSTRUCTIONS, TITLES
 from sandbox.models import (
+    CreateRequest,
     Destroyed,
     ExecResult,
     LogChunk,
@@ -53,6 +66,7 @@ from sandbox.models import (
     SessionList,
     SignalResult,
 )
+from sandbox.paths import resolve_project_path
 from sandbox.tool_input import (
     ExecuteInput,
     NoInput,
@@ -69,6 +83,7 @@ from sandbox.tool_input import (
 
 if TYPE_CHECKING:
     from sandbox.manager import SessionManager
+    from sandbox.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +92,27 @@ ToolContext = Context[Any, Any]
 ToolBody = Callable[[Any, ToolContext], Awaitable[BaseModel | dict[str, Any]]]
 
 POLL_S = 0.01
+LOCAL_CLIENT = "local"  # stdio, in-memory: the one client of this server
+ANONYMOUS_CLIENT = "anonymous"  # HTTP without a configured token (loopback only)
+
+
+def client_of(headers: Mapping[str, str] | None, tokens: Sequence[str]) -> str:
+    """Who is calling: a token's client id over HTTP (the guard already checked the token),
+    ``"anonymous"`` over HTTP without tokens, ``"local"`` on stdio."""
+    if headers is None:
+        return LOCAL_CLIENT
+    scheme, _, given = (headers.get("authorization") or "").partition(" ")
+    given = given.strip()
+    if scheme.lower() == "bearer" and given and given in tokens:
+        return "token-" + hashlib.sha256(given.encode()).hexdigest()[:12]
+    return ANONYMOUS_CLIENT
+
+
+def _headers(ctx: ToolContext) -> Mapping[str, str] | None:
+    try:
+        return ctx.headers
+    except ValueError:  # outside a request
+        return None
 
 
 class _RawArguments(ArgModelBase):
@@ -188,6 +224,66 @@ class Tools:
         self.config = config
         self.manager = manager
         self.limiter = anyio.CapacityLimiter(max(40, 4 * config.max_sessions))
+        self._owners: dict[str, str] = {}  # session id -> client that created it
+        self._reserved: dict[str, int] = {}  # client -> creations in flight
+        self._quota_lock = threading.Lock()
+
+    # -- clients: quotas and ownership ------------------------------------------------------
+    def client(self, ctx: ToolContext) -> str:
+        return client_of(_headers(ctx), self.config.all_tokens)
+
+    def _visible(self, client: str, session_id: str) -> bool:
+        owner = self._owners.get(session_id)
+        return client == LOCAL_CLIENT or owner is None or owner == client
+
+    def session(self, ctx: ToolContext, session_id: str) -> Session:
+        """The session, if this client may use it (another token's is not found)."""
+        if not self._visible(self.client(ctx), session_id):
+            raise SessionNotFoundError(
+                f"no session {session_id!r} on this server",
+                hint="Call session_list to see your sessions, or session_create to start one.",
+            )
+        return self.manager.get(session_id)
+
+    def _create(self, client: str, request: CreateRequest) -> SessionCreated:
+        """Create a session within the client's quota (tokens only)."""
+        if request.network and not self.config.client_network:
+            raise InvalidArgumentError(
+                "this server does not let clients turn the network on",
+                hint="Omit network (sessions have none); the operator sets SANDBOX_CLIENT_NETWORK.",
+            )
+        quota = self.config.token_quota
+        with self._quota_lock:
+            live = {s.id for s in self.manager.sessions()}
+            for sid in [sid for sid in self._owners if sid not in live]:
+                del self._owners[sid]
+            if client != LOCAL_CLIENT:
+                held = sum(1 for owner in self._owners.values() if owner == client)
+                if held + self._reserved.get(client, 0) >= quota:
+                    raise SessionLimitError(
+                        f"this client holds {held} sessions; its quota is {quota}",
+                        hint="Destroy a session you no longer need (session_list shows yours); "
+                        "the operator sets SANDBOX_MAX_SESSIONS_PER_TOKEN.",
+                    )
+            self._reserved[client] = self._reserved.get(client, 0) + 1
+        try:
+            created = self.manager.create(request)
+            with self._quota_lock:
+                self._owners[created.session_id] = client
+            return created
+        finally:
+            with self._quota_lock:
+                self._reserved[client] -= 1
+
+    def _session_for_project(self, client: str, project_path: str, name: str | None) -> str:
+        """``execute`` by project: this client's running session of it, or a new one."""
+        project = str(resolve_project_path(project_path, self.config.allowed_roots))
+        for session in self.manager.sessions():
+            if session.spec.project_path != project or session.status != "running":
+                continue
+            if (name is None or session.spec.name == name) and self._visible(client, session.id):
+                return session.id
+        return self._create(client, CreateRequest(project_path=project_path, name=name)).session_id
 
     async def _run(self, fn: Callable[[], T], *, abandon: bool = False) -> T:
         """Run a blocking engine call in a worker thread.
@@ -207,15 +303,20 @@ class Tools:
 
     # -- sessions ----------------------------------------------------------------------------
     async def session_create(self, args: SessionCreateInput, ctx: ToolContext) -> SessionCreated:
-        return await self._run(partial(self.manager.create, args))
+        return await self._run(partial(self._create, self.client(ctx), args))
 
     async def session_list(self, args: NoInput, ctx: ToolContext) -> SessionList:
-        return await self._run(self.manager.list_sessions)
+        listed = await self._run(self.manager.list_sessions)
+        client = self.client(ctx)
+        mine = [s for s in listed.sessions if self._visible(client, s.session_id)]
+        return SessionList(sessions=mine, count=len(mine))
 
     async def session_info(self, args: SessionInput, ctx: ToolContext) -> SessionInfo:
+        self.session(ctx, args.session_id)
         return await self._run(partial(self.manager.info, args.session_id))
 
     async def session_destroy(self, args: SessionDestroyInput, ctx: ToolContext) -> Destroyed:
+        self.session(ctx, args.session_id)
         return await self._run(partial(self.manager.destroy, args.session_id, force=args.force))
 
     async def server_info(self, args: NoInput, ctx: ToolContext) -> ServerInfo:
@@ -239,11 +340,19 @@ class Tools:
                     except Exception as exc:  # the client went away: keep running
                         log.debug("progress notification failed: %s", exc)
 
+        client = self.client(ctx)
+        session_id = args.session_id
+        if session_id is not None:
+            self.session(ctx, session_id)
+        elif args.project_path is not None:
+            session_id = await self._run(
+                partial(self._session_for_project, client, args.project_path, args.name)
+            )
         run = partial(
             self.manager.execute,
             args.command,
-            session_id=args.session_id,
-            project_path=args.project_path if args.session_id is None else None,
+            session_id=session_id,
+            project_path=args.project_path if session_id is None else None,
             name=args.name,
             timeout_s=args.timeout_s,
             idle_timeout_s=args.idle_timeout_s,
@@ -271,10 +380,10 @@ class Tools:
     # -- terminal ----------------------------------------------------------------------------
     async def send(self, args: SendInput, ctx: ToolContext) -> dict[str, Any]:
         self._max_ms("wait_ms", args.wait_ms)
-        return await self._run(partial(self._send, args), abandon=True)
+        session = self.session(ctx, args.session_id)
+        return await self._run(partial(self._send, session, args), abandon=True)
 
-    def _send(self, args: SendInput) -> dict[str, Any]:
-        session = self.manager.get(args.session_id)
+    def _send(self, session: Session, args: SendInput) -> dict[str, Any]:
         text, keys = split_enter(args.text, args.keys, args.paste)
         sent = session.send(
             text=text, keys=keys, paste=args.paste, wait_ms=args.wait_ms, view=args.view
@@ -283,7 +392,7 @@ class Tools:
 
     async def read(self, args: ReadInput, ctx: ToolContext) -> ReadResult:
         self._max_ms("timeout_ms", args.timeout_ms)
-        session = self.manager.get(args.session_id)
+        session = self.session(ctx, args.session_id)
         return await self._run(
             partial(
                 session.read,
@@ -299,17 +408,20 @@ class Tools:
         )
 
     async def signal(self, args: SignalInput, ctx: ToolContext) -> SignalResult:
-        session = self.manager.get(args.session_id)
+        session = self.session(ctx, args.session_id)
         return await self._run(partial(session.signal, args.signal, escalate_=args.escalate))
 
     async def resize(self, args: ResizeInput, ctx: ToolContext) -> ResizeResult:
-        session = self.manager.get(args.session_id)
+        session = self.session(ctx, args.session_id)
         return await self._run(partial(session.resize, args.rows, args.cols))
 
     async def read_log(self, args: ReadLogInput, ctx: ToolContext) -> LogChunk:
-        session = self.manager.get(args.session_id)
+        session = self.session(ctx, args.session_id)
+        # An agent never gets raw terminal strings (titles, OSC 52, DCS): see SECURITY.md.
         return await self._run(
-            partial(session.read_log, args.from_byte, args.max_bytes, args.strip_ansi)
+            partial(
+                session.read_log, args.from_byte, args.max_bytes, args.strip_ansi, sanitize=True
+            )
         )
 
     def specs(self) -> list[ToolSpec]:

@@ -112,6 +112,9 @@ class SessionInfo(SessionCreated):
     attach_command: str
     last_activity_at: str
     resets: int = Field(default=0, description="Times the container was reset (pids limit).")
+    shell_restarts: int = Field(
+        default=0, description="Times a shell that stopped answering was replaced."
+    )
 
 
 class Destroyed(_Model):
@@ -145,6 +148,17 @@ class ExecResult(_Model):
     )
     shell_exited: bool = Field(
         default=False, description="The shell itself exited (e.g. `exit`); the session is over."
+    )
+    shell_restarted: bool = Field(
+        default=False,
+        description="The shell stopped answering (its output redirected, its functions unset, "
+        "or it was killed) and was replaced by a fresh one in the same container: the "
+        "directory, variables and functions are back to their defaults.",
+    )
+    stray_processes_killed: int = Field(
+        default=0,
+        description="Processes the timed-out command had started outside its process group "
+        "(setsid, nohup, double forks), killed after the timeout.",
     )
 
 

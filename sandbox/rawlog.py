@@ -81,6 +81,10 @@ class RawLog:
             stop = min(stop, self._size)
             if stop <= start:
                 return b""
+            if start >= self._stored:  # the file stopped at its cap: serve what the tail has
+                start = max(start, self._tail_start)
+            if stop <= start:
+                return b""
             if start >= self._tail_start:
                 joined = b"".join(self._tail)
                 return joined[start - self._tail_start : stop - self._tail_start]

@@ -63,7 +63,7 @@ class _Output:
         self._closed = False
         self._filter: TerminalFilter | PipeCleaner
         if self.tty:
-            self._filter = TerminalFilter(self._raw)
+            self._filter = TerminalFilter(self._raw, sanitize=True)
         else:
             self._filter = PipeCleaner(self._text)
 

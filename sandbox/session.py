@@ -31,7 +31,14 @@ from sandbox.errors import (
     SessionBusyError,
     SessionExitedError,
 )
-from sandbox.execute import SHELL_ARGV, SHELL_RC, MarkerScanner, command_line, new_nonce
+from sandbox.execute import (
+    SHELL_ARGV,
+    Marker,
+    MarkerScanner,
+    command_line,
+    new_nonce,
+    shell_rc,
+)
 from sandbox.models import Destroyed, ExecResult, LogRange
 from sandbox.output import OutputFn, OutputStreamer, shape_output
 from sandbox.rawlog import RawLog
@@ -49,8 +56,17 @@ ProgressFn = Callable[[float, str], None]
 
 READY_TIMEOUT_S = 30.0  # generous: a loaded engine can take seconds to start an exec
 PROMPT_WAIT_S = 0.5
+READ_SIZE = 256 * 1024
+UNATTENDED_PAUSE_S = 0.005
 PROGRESS_EVERY_S = 1.0
 RESET_NOTICE = b"\r\n[sandbox: the container was reset to stop a runaway job]\r\n"
+RESPAWN_NOTICE = (
+    b"\r\n[sandbox: the shell stopped answering and was replaced by a fresh one; "
+    b"its directory, variables and functions are back to their defaults]\r\n"
+)
+# A prompt marker arrived but not the command's end marker: the shell is idle at its prompt and
+# its protocol is broken (stdout redirected, functions unset). Check after this much quiet.
+LOST_QUIET_S = 0.3
 
 
 class Session(ViewsMixin, ControlMixin):
@@ -97,6 +113,7 @@ class Session(ViewsMixin, ControlMixin):
         self._shell_pid: int | None = None
         self._exit_code: int | None = None
         self._exit_marker: int | None = None
+        self._watchers = 0  # readers blocked in read()/wait_output()
         self._pending: Pending | None = None
         self._last_exit_code: int | None = None
         self._read_offset = self.log.size
@@ -106,6 +123,15 @@ class Session(ViewsMixin, ControlMixin):
         self._last_output = time.monotonic()
         self.last_activity_at = spec.created_at
         self.resets = 0
+        self.shell_restarts = 0
+        # (nonce, ns_last_pid when it started) of the last command whose start marker came
+        self._start_pid: tuple[str, int | None] | None = None
+        # when (and at which offset) a prompt marker came while the pending command had no end
+        # marker yet
+        self._lost_since: float | None = None
+        self._lost_prompt: int | None = None
+        # in the shell's ready and exit markers; None: accept any (an adopted shell)
+        self._shell_token: str | None = None
         self._oom_baseline = 0
         self._oom_seen = False
         self._cpu_sample: tuple[float, float] | None = None
@@ -123,8 +149,10 @@ class Session(ViewsMixin, ControlMixin):
         Durable sessions start (or, with ``adopt``, find again) their tmux in the container."""
         argv = list(SHELL_ARGV) if self.is_shell else list(self.spec.command or [])
         env = dict(self.spec.env)
+        token: str | None = None
         if self.is_shell:
-            env["SANDBOX_RC"] = SHELL_RC
+            token = new_nonce()
+            env["SANDBOX_RC"] = shell_rc(token)
         channel: ExecChannel
         adopted_pid: int | None = None
         if self.spec.durable:
@@ -163,6 +191,8 @@ class Session(ViewsMixin, ControlMixin):
             self._pending = None
             self._prompt_seen = False
             self._markers = MarkerScanner()
+            # an adopted shell was started by an earlier server: its token is unknown
+            self._shell_token = None if adopt else token
             if adopted_pid is not None:
                 self._shell_pid = adopted_pid
                 self._prompt_seen = True
@@ -232,12 +262,17 @@ class Session(ViewsMixin, ControlMixin):
 
     def _reader(self, channel: ExecChannel, generation: int) -> None:
         while True:
-            data = channel.read(65536)
+            data = channel.read(READ_SIZE)
             if not data:
                 break
             queries = self._on_output(data)
             if queries and not self.spec.durable:  # under tmux, tmux answers them
                 self._answer(queries, channel)
+            if len(data) < READ_SIZE and not self._attended():
+                # Nobody waits on this session: let output gather into fewer, bigger reads
+                # (a flood then costs far fewer wakeups and less of the GIL that other
+                # sessions' round trips need; still far above what a TTY can deliver).
+                time.sleep(UNATTENDED_PAUSE_S)
         code = channel.exit_code()
         deadline = time.monotonic() + 2.0
         while code is None and self._exit_marker is None and time.monotonic() < deadline:
@@ -263,6 +298,7 @@ class Session(ViewsMixin, ControlMixin):
             for m in markers:
                 if m.kind == "start" and p is not None and m.nonce == p.nonce:
                     p.start = m.end
+                    self._start_pid = (m.nonce, m.last_pid)
                     counted_from = m.end
                     self._echoes.append((p.sent_offset, m.start, p.display))
                 elif m.kind == "end" and p is not None and m.nonce == p.nonce and p.end is None:
@@ -272,7 +308,13 @@ class Session(ViewsMixin, ControlMixin):
                     p.end, p.after, p.exit_code = m.start, m.end, m.status
                     self._last_exit_code = m.status
                     self._prompt_seen = False
+                    self._exit_marker = None  # the shell lives on: an exit marker was forged
                 elif m.kind == "prompt":
+                    self._exit_marker = None  # the shell lives on: an exit marker was forged
+                    if p is not None and p.end is None and m.start >= p.sent_offset:
+                        self._lost_since = time.monotonic()
+                        if self._lost_prompt is None:
+                            self._lost_prompt = m.start
                     self._prompt_seen = True
                     self._prompt_marker_works = True
                     if p is not None and p.finished and p.prompt_end is None:
@@ -281,17 +323,22 @@ class Session(ViewsMixin, ControlMixin):
                         if self._read_offset == self._skip_prompt_at:
                             self._read_offset = m.end
                         self._skip_prompt_at = None
-                elif m.kind == "ready":
+                elif m.kind == "ready" and self._shell_pid is None and self._genuine(m):
+                    # only the shell's first: a later one was printed by a program (a file)
                     with contextlib.suppress(ValueError):
                         self._shell_pid = int(m.nonce)
                     self._prompt_seen = False
                     self._exit_marker = None
-                elif m.kind == "exit":
+                elif m.kind == "exit" and self._genuine(m):
                     self._exit_marker = m.status
             if p is not None and p.start is not None and p.end is None:
                 p.newlines += data.count(b"\n", max(0, p.start - offset, counted_from - offset))
             self._cond.notify_all()
         return scan.queries
+
+    def _genuine(self, marker: Marker) -> bool:
+        """A ready or exit marker the shell printed, not a program (or a file it printed)."""
+        return self._shell_token is None or marker.token == self._shell_token
 
     def _answer(self, queries: list[str], channel: ExecChannel) -> None:
         """Answer terminal queries a program waits on (cursor position, device attributes)."""
@@ -396,6 +443,8 @@ class Session(ViewsMixin, ControlMixin):
         cancel: threading.Event | None,
         on_output: OutputFn | None,
     ) -> ExecResult:
+        resets_before = self.resets
+        revived = self._revive_if_lost()
         channel = self._require_alive()
         deadline = time.monotonic() + timeout_s
         with self._cond:
@@ -429,17 +478,36 @@ class Session(ViewsMixin, ControlMixin):
             self._pending = p
             self._skip_prompt_at = None
             self._prompt_seen = False
+            self._lost_since = self._lost_prompt = None
         deadline = time.monotonic() + timeout_s
         channel.write(command_line(command, p.nonce))
         if background and idle_timeout_s is None:
             idle_timeout_s = 1.0
         stream = OutputStreamer(self.log, p, on_output) if on_output is not None else None
-        outcome = self._wait(p, deadline, idle_timeout_s, background, progress, cancel, stream)
+        while True:
+            outcome = self._wait(p, deadline, idle_timeout_s, background, progress, cancel, stream)
+            if outcome != "lost" or self._confirm_lost(p):
+                break
         signals_sent: list[str] = []
-        reset = False
+        reset = restarted = False
+        killed = 0
+        if outcome == "lost":
+            restarted = self.respawn()
+            if not restarted:  # a durable session: the ladder ends with a container reset
+                outcome = "timeout"
         if outcome in ("timeout", "cancelled"):
             esc = escalate(self, grace_s=GRACE_S)
-            signals_sent, reset = esc.signals_sent, esc.reset
+            signals_sent, reset, restarted = esc.signals_sent, esc.reset, esc.shell_restarted
+            if not reset and not restarted and self._alive:
+                killed = self.sweep(self._command_start_pid(p))
+                if killed < 0:  # not even a control command runs: what is left fills the pids
+                    log.warning("session %s: cannot look for stray processes: resetting", self.id)
+                    try:
+                        self.reset()
+                        reset = True
+                    except SandboxError as exc:
+                        log.warning("session %s: reset failed: %s", self.id, exc.message)
+                    killed = 0
         if stream is not None:
             stream.flush(final=True)
         with self._cond:
@@ -461,6 +529,9 @@ class Session(ViewsMixin, ControlMixin):
             newlines = p.newlines
         if reset:
             exit_code = 137
+        if shell_died and self._revive_if_lost():
+            restarted, shell_died = True, False
+        reset = reset or self.resets > resets_before
         output, truncated, total = shape_output(
             self.log, start, end, newlines, max_lines, strip_ansi, self._execute_max_bytes
         )
@@ -474,7 +545,7 @@ class Session(ViewsMixin, ControlMixin):
             timed_out=outcome == "timeout",
             interrupted=outcome == "cancelled",
             signals_sent=signals_sent,
-            still_running=not finished and not shell_died and not reset,
+            still_running=not finished and not shell_died and not reset and not restarted,
             truncated=truncated,
             total_lines=total,
             log_range=LogRange(from_byte=start, to_byte=end),
@@ -483,6 +554,8 @@ class Session(ViewsMixin, ControlMixin):
             idle=outcome == "idle",
             session_reset=reset,
             shell_exited=shell_died,
+            shell_restarted=restarted or revived,
+            stray_processes_killed=killed,
         )
         self._touch()
         return result
@@ -511,6 +584,11 @@ class Session(ViewsMixin, ControlMixin):
                     if now >= deadline:
                         return "background" if background else "timeout"
                     wake = deadline if progress is None else min(deadline, next_progress)
+                    if self._lost_since is not None:
+                        quiet_from = max(self._lost_since, self._last_output)
+                        if now - quiet_from >= LOST_QUIET_S:
+                            return "lost"
+                        wake = min(wake, quiet_from + LOST_QUIET_S)
                     if idle_timeout_s is not None:
                         quiet_since = max(self._last_output, p.sent_at)
                         if background and p.start is not None and self.log.size <= p.start:
@@ -531,6 +609,115 @@ class Session(ViewsMixin, ControlMixin):
                 next_progress = time.monotonic() + PROGRESS_EVERY_S
                 with contextlib.suppress(Exception):
                     progress(time.monotonic() - p.sent_at, self._last_line(p))
+
+    def _command_start_pid(self, p: Pending) -> int | None:
+        """The pid namespace's last pid just before command ``p`` started (None: unknown)."""
+        known = self._start_pid
+        return known[1] if known is not None and known[0] == p.nonce else None
+
+    def _confirm_lost(self, p: Pending) -> bool:
+        """A prompt came without ``p``'s end marker: True when the shell really idles at its
+        prompt with its markers lost (then it must be replaced), False on a false alarm (a
+        program printed a marker-like sequence, or the marker was only late)."""
+        with self._cond:
+            self._lost_since = None
+            if p.finished or not self._alive:
+                return False
+        try:
+            if self.foreground_pgid() is not None:
+                return False  # a program runs in front: the prompt marker was not the shell's
+        except SandboxError:
+            return False  # cannot look: let the timeout decide
+        if p.start is None:
+            return True  # not even the start marker came: the protocol functions are gone
+        self.resync()
+        return not self.wait_done(GRACE_S)
+
+    def respawn(self) -> bool:
+        """Kill a shell that no longer answers and open a fresh one in the same container.
+
+        The container, the project and other processes stay; the shell's state (directory,
+        variables, functions) is back to the defaults. Not for durable sessions (their shell
+        lives in tmux) or sessions that run a command instead of a shell."""
+        if self.spec.durable or self._destroyed or not self.is_shell:
+            return False
+        old_pid, old = self._shell_pid, self._channel
+        log.warning("session %s: the shell stopped answering, starting a fresh one", self.id)
+        with self._cond:
+            self._generation += 1
+            self._alive = False
+            p = self._pending
+            if p is not None and p.end is None:
+                self._close_lost(p)
+            self._cond.notify_all()
+        if old_pid is not None:
+            with contextlib.suppress(SandboxError):
+                self.backend.run(
+                    self.container_id, ["kill", "-9", str(old_pid)], user=self.spec.user
+                )
+        if old is not None:
+            old.close()
+        return self._reopen()
+
+    def _close_lost(self, p: Pending) -> None:
+        """End command ``p`` whose markers never came: its output is what follows the echo of
+        the typed line, up to the prompt the shell drew after it (exit code unknown)."""
+        size = self.log.size
+        if p.start is None:
+            echoed = self.log.read(p.sent_offset, min(size, p.sent_offset + 65536)).find(b"\n")
+            p.start = p.sent_offset + echoed + 1 if echoed >= 0 else size
+        end = size
+        if self._lost_prompt is not None and self._lost_prompt >= p.start:
+            before = self.log.read(p.start, self._lost_prompt)
+            title = before.rfind(b"\x1b]0;sandbox:")
+            end = p.start + title if title >= 0 else self._lost_prompt
+        p.end = p.after = end
+
+    def _reopen(self) -> bool:
+        self.log.append(RESPAWN_NOTICE)
+        try:
+            self.open_shell()
+        except SandboxError as exc:
+            log.warning("session %s: no new shell (%s)", self.id, exc.message)
+            return False
+        self.shell_restarts += 1
+        return True
+
+    def _revive_if_lost(self) -> bool:
+        """A shell that died without exiting (killed: ``kill -9 $$``, ``kill -9 -1``) is
+        replaced; one that ran ``exit`` (its exit marker came) stays exited, as does a durable
+        session's or a destroyed one."""
+        with self._cond:
+            if (
+                self._alive
+                or self._destroyed
+                or self.spec.durable
+                or not self.is_shell
+                or self._exit_marker is not None
+                or self._channel is None
+            ):
+                return False
+        try:
+            state = self.backend.inspect(self.container_id)
+        except SandboxError:
+            return False
+        if state.status != "running":
+            return False  # killed or paused from outside: the session is over
+        log.warning("session %s: the shell was killed, starting a fresh one", self.id)
+        if self._reopen():
+            return True
+        try:  # the shell's stream can end before the engine reports a killed container
+            if self.backend.inspect(self.container_id).status != "running":
+                return False  # killed from outside after all: the session is over
+        except SandboxError:
+            return False
+        # Not even a new shell lives (its memory is full of tmpfs pages, say): start afresh.
+        try:
+            self.reset()
+        except SandboxError as exc:
+            log.warning("session %s: reset failed: %s", self.id, exc.message)
+            return False
+        return True
 
     def _last_line(self, p: Pending) -> str:
         if p.start is None:
@@ -560,6 +747,10 @@ class Session(ViewsMixin, ControlMixin):
             self.log.append(RESET_NOTICE)
         self.open_shell()
 
+    def _attended(self) -> bool:
+        """Someone waits on this session's output: an execute, a read, a person's terminal."""
+        return self._exec_lock.locked() or self._watchers > 0
+
     @property
     def idle_s(self) -> float:
         """Seconds since a client last used this session."""
@@ -586,7 +777,14 @@ class Session(ViewsMixin, ControlMixin):
             self._alive = False
             self._cond.notify_all()
         code = self._exit_code
+        # a full disk must not stop a destroy half-way (the container would be left behind)
         if self.recording is not None:
-            self.recording.close()
-        self.log.close()
+            try:
+                self.recording.close()
+            except OSError as exc:
+                log.warning("session %s: closing its recording failed: %s", self.id, exc)
+        try:
+            self.log.close()
+        except OSError as exc:
+            log.warning("session %s: closing its log failed: %s", self.id, exc)
         return Destroyed(destroyed=True, exit_code=code)

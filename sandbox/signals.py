@@ -2,7 +2,10 @@
 
 ^C on the TTY -> SIGTERM to the foreground process group -> SIGKILL -> when even an exec cannot
 start (a fork bomb filled the pids limit) the container is killed and started again. Each rung
-waits a grace period for the job to end before the next one. Signals are sent inside the
+waits a grace period for the job to end before the next one. When nothing runs in front of the
+shell and its end marker still does not come (the agent redirected the shell's output, unset
+its functions, re-executed it), the shell is replaced by a fresh one in the same container
+instead: the container and its other processes survive. Signals are sent inside the
 container as the shell's user: with every capability dropped, root could not signal it.
 """
 
@@ -54,6 +57,10 @@ class Target(Protocol):
         """The shell itself is in front: end the command from its prompt (lost marker)."""
         ...
 
+    def respawn(self) -> bool:
+        """Replace the shell with a fresh one in the same container; False when not possible."""
+        ...
+
     def reset(self) -> None:
         """Kill and restart the container, then reopen the shell."""
         ...
@@ -64,6 +71,7 @@ class Escalation:
     stopped: bool = False
     signals_sent: list[str] = field(default_factory=list)
     reset: bool = False
+    shell_restarted: bool = False
 
 
 def escalate(
@@ -94,6 +102,10 @@ def escalate(
                 return result
             target.resync()
             if target.wait_done(grace_s):
+                result.stopped = True
+                return result
+            if target.respawn():  # the shell idles but its markers are lost: a new shell
+                result.shell_restarted = True
                 result.stopped = True
                 return result
             break

@@ -101,6 +101,7 @@ class SessionState:
     _cpu_sample: tuple[float, float] | None
     _started_mono: float
     _activity_mono: float
+    _watchers: int
 
     def reset(self) -> None:
         """Kill the container, start it again and reopen the shell (see ``Session``)."""

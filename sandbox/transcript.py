@@ -17,6 +17,14 @@ with Python loops only over the few lines that need them:
 
 Sequences unterminated at the end of the data are dropped. ``complete_prefix`` tells a caller
 reading a growing log how far it can clean now without cutting a sequence or a character.
+
+``sanitize_terminal`` is the other filter: it keeps what a terminal needs to *draw* the output
+(colours, cursor movement, erasing, the alternate screen) and removes everything that could act
+on the terminal or the machine of whoever replays it, or hide from a person what an agent reads:
+OSC strings (titles, the clipboard write OSC 52, hyperlinks, colour queries, our markers), DCS
+(including tmux passthrough), APC/PM/SOS, C1 controls, queries a terminal would answer as if
+typed (device status, attributes, window reports), window manipulation, mouse and paste modes,
+full reset, the bell and charset shifts, and the "concealed" SGR attribute.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from __future__ import annotations
 import logging
 import re
 
-__all__ = ["clean_transcript", "complete_prefix"]
+__all__ = ["clean_transcript", "complete_prefix", "sanitize_terminal"]
 
 log = logging.getLogger(__name__)
 
@@ -234,3 +242,76 @@ def _replay_line(line: str) -> str:
     if erased:
         result = result.rstrip(" ")
     return result + pending_sgr
+
+
+# -- sanitize_terminal -------------------------------------------------------------------------
+
+# CSI final bytes that only draw: cursor movement and positioning, erase, insert/delete, scroll,
+# SGR, save/restore cursor. Anything else (reports, window ops, modes, keyboard) goes.
+_DRAW_FINALS = frozenset(b"ABCDEFGHIJKLMPSTX@`abdefmrsu")
+# DEC private modes that only draw: cursor visibility, auto-wrap, origin, the alternate screen.
+_DRAW_PRIVATE_MODES = frozenset({b"6", b"7", b"25", b"47", b"1047", b"1048", b"1049"})
+# Two-byte escapes that only draw: save/restore cursor, index, next line, reverse index, and
+# selecting the ASCII or line-drawing character set.
+_DRAW_ESCAPES = frozenset({b"\x1b7", b"\x1b8", b"\x1bD", b"\x1bE", b"\x1bM", b"\x1b(B", b"\x1b(0"})
+_SANITIZE_DELETE = bytes(c for c in _C0_AND_DEL if c not in b"\b\t\n\r\x1b")
+_CSI_PARTS = re.compile(rb"\x1b\[([\x30-\x3f]*)([\x20-\x2f]*)([\x40-\x7e])")
+
+
+def sanitize_terminal(data: bytes) -> bytes:
+    """``data`` with only the escape sequences that draw (see the module docstring).
+
+    Safe to replay on a person's terminal and to hand to an agent as "the output with its
+    colours". Never raises on arbitrary bytes; unterminated sequences at the end are dropped.
+    """
+    if b"\xc2" in data:
+        data = _C1_IN_UTF8.sub(b"", data)
+    if b"\x1b" not in data:
+        return data.translate(None, _SANITIZE_DELETE + b"\x1b")
+    # BEL, CAN and SUB end string sequences: delete the other controls first, those after.
+    data = data.translate(None, bytes(c for c in _SANITIZE_DELETE if c not in b"\x07\x18\x1a"))
+    data = _ESCAPE.sub(_keep_drawing, data)
+    return data.translate(None, b"\x07\x18\x1a")
+
+
+def _keep_drawing(match: re.Match[bytes]) -> bytes:
+    seq = match.group(0)
+    kind = seq[1:2]
+    if kind != b"[":
+        return seq if seq in _DRAW_ESCAPES else b""
+    parts = _CSI_PARTS.fullmatch(seq)
+    if parts is None:
+        return b""
+    params, inter, final = parts.group(1), parts.group(2), parts.group(3)
+    if inter:
+        return b""  # DECSCUSR, DECRQM, ...: not drawing
+    if params[:1] == b"?":
+        if final not in b"hl":
+            return b""
+        modes = params[1:].split(b";")
+        return seq if modes and all(m in _DRAW_PRIVATE_MODES for m in modes) else b""
+    if params[:1] in (b">", b"=", b"<") or ord(final) not in _DRAW_FINALS:
+        return b""
+    if final == b"m":
+        return _without_conceal(params)
+    return seq
+
+
+def _without_conceal(params: bytes) -> bytes:
+    """An SGR sequence without its "concealed" (8) attribute, colour arguments kept."""
+    fields = params.replace(b":", b";").split(b";") if params else [b""]
+    kept: list[bytes] = []
+    i = 0
+    while i < len(fields):
+        field = fields[i]
+        if field in (b"38", b"48", b"58") and i + 1 < len(fields):
+            span = 3 if fields[i + 1] == b"5" else 5 if fields[i + 1] == b"2" else 1
+            kept.extend(fields[i : i + span])
+            i += span
+            continue
+        if field.lstrip(b"0") != b"8" or field == b"":
+            kept.append(field)
+        i += 1
+    if not kept:
+        return b""
+    return b"\x1b[" + b";".join(kept) + b"m"

@@ -11,6 +11,7 @@ from sandbox.models import Cursor, LogChunk, ReadResult, ResizeResult, SendResul
 from sandbox.output import trim_partial_utf8
 from sandbox.state import SessionState
 from sandbox.terminal import ScreenSnapshot, clean_transcript
+from sandbox.transcript import complete_prefix, sanitize_terminal
 
 SEND_SETTLE_MS = 300  # send with wait_ms: return once the program paused this long
 SCROLLBACK_BYTES = 4 * 1024 * 1024
@@ -29,11 +30,15 @@ class ViewsMixin(SessionState):
         log's size (read the new bytes with ``log.read(offset, size)``)."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self.log.size <= offset and self._alive:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(remaining)
+            self._watchers += 1
+            try:
+                while self.log.size <= offset and self._alive:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+            finally:
+                self._watchers -= 1
             return self.log.size
 
     def send(
@@ -113,7 +118,11 @@ class ViewsMixin(SessionState):
                 wake = deadline
                 if idle_ms is not None:
                     wake = min(wake, last + idle_ms / 1000)
-                self._cond.wait(max(0.005, min(wake - now, 0.25)))
+                self._watchers += 1
+                try:
+                    self._cond.wait(max(0.005, min(wake - now, 0.25)))
+                finally:
+                    self._watchers -= 1
         content, lines, has_more = self._content(view, strip_ansi, offset, limit, peek=False)
         snap = self._snapshot()
         with self._cond:
@@ -204,8 +213,20 @@ class ViewsMixin(SessionState):
         return ResizeResult(rows=rows, cols=cols)
 
     def read_log(
-        self, from_byte: int = 0, max_bytes: int = 65536, strip_ansi: bool = False
+        self,
+        from_byte: int = 0,
+        max_bytes: int = 65536,
+        strip_ansi: bool = False,
+        *,
+        sanitize: bool = False,
     ) -> LogChunk:
+        """Page through the raw log by byte offsets.
+
+        ``strip_ansi``: plain text. ``sanitize``: the bytes keep what draws (colours, cursor
+        movement) but never what acts on a terminal or hides text (titles, clipboard writes,
+        DCS, queries: ``sanitize_terminal``); the MCP tool always asks for that, so an agent
+        never gets raw terminal strings. Neither: the bytes exactly as recorded (decoded), for a
+        program using the Python API."""
         if max_bytes <= 0 or max_bytes > 1024 * 1024:
             raise InvalidArgumentError(
                 f"max_bytes must be 1..1048576, got {max_bytes}", hint="Page with next_byte."
@@ -213,14 +234,22 @@ class ViewsMixin(SessionState):
         total = self.log.size
         start = total + from_byte if from_byte < 0 else from_byte
         start = max(0, min(start, total))
-        raw = self.log.read(start, start + max_bytes)
+        raw_data = self.log.read(start, start + max_bytes)
         # never cut a UTF-8 sequence in two: the next page starts where this one stopped
-        if start + len(raw) < total:
-            raw = trim_partial_utf8(raw)
-        chunk = (
-            clean_transcript(raw, strip_ansi=True) if strip_ansi else raw.decode("utf-8", "replace")
-        )
-        nxt = start + len(raw)
+        if start + len(raw_data) < total:
+            raw_data = trim_partial_utf8(raw_data)
+            if sanitize and not strip_ansi:
+                # nor an escape sequence: a cut OSC 52 would leak its payload as text
+                whole = complete_prefix(raw_data)
+                raw_data = raw_data[:whole] if whole > 0 else raw_data
+        data = raw_data
+        if strip_ansi:
+            chunk = clean_transcript(data, strip_ansi=True)
+        elif sanitize:
+            chunk = sanitize_terminal(data).decode("utf-8", "replace")
+        else:
+            chunk = data.decode("utf-8", "replace")
+        nxt = start + len(raw_data)
         return LogChunk(
             chunk=chunk, from_byte=start, next_byte=nxt, eof=nxt >= total, total_bytes=total
         )
