@@ -12,6 +12,7 @@ import fcntl
 import itertools
 import os
 import pty
+import select
 import signal as signal_mod
 import struct
 import subprocess
@@ -31,22 +32,53 @@ from sandbox.errors import EngineUnavailableError, ImageNotFoundError, SessionNo
 
 
 class FakeExecChannel:
-    """A host process attached to a pty master."""
+    """A host process attached to a pty master.
+
+    The reader owns the master fd and closes it itself: closing it under a reader blocked in
+    ``os.read`` would let the next ``openpty`` reuse the number, and that stale reader would
+    then steal another session's output. ``close`` only kills the process and flags the
+    channel; the reader notices within ``_POLL_S`` and releases the fd."""
+
+    _POLL_S = 0.1
 
     def __init__(self, proc: subprocess.Popen[bytes], master: int) -> None:
         self.proc = proc
         self._master = master
         self._write_lock = threading.Lock()
         self._closed = False
+        self._released = False
+        self._read_started = False
+
+    def _release(self) -> None:
+        with self._write_lock:
+            if not self._released:
+                self._released = True
+                with contextlib.suppress(OSError):
+                    os.close(self._master)
 
     def read(self, size: int = 65536) -> bytes:
-        try:
-            return os.read(self._master, size)
-        except OSError:  # EIO once the slave side is gone
-            return b""
+        self._read_started = True
+        while not self._closed:
+            try:
+                ready, _, _ = select.select([self._master], [], [], self._POLL_S)
+            except (OSError, ValueError):
+                break
+            if not ready:
+                continue
+            try:
+                data = os.read(self._master, size)
+            except OSError:  # EIO once the slave side is gone
+                break
+            if not data:
+                break
+            return data
+        self._release()
+        return b""
 
     def write(self, data: bytes) -> None:
         with self._write_lock:
+            if self._closed or self._released:
+                raise EngineUnavailableError("writing to the shell failed: the channel is closed")
             view = memoryview(data)
             while view:
                 try:
@@ -56,6 +88,8 @@ class FakeExecChannel:
                 view = view[n:]
 
     def resize(self, rows: int, cols: int) -> None:
+        if self._closed or self._released:
+            return
         with contextlib.suppress(OSError):
             fcntl.ioctl(self._master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
             os.killpg(os.getpgid(self.proc.pid), signal_mod.SIGWINCH)
@@ -72,8 +106,8 @@ class FakeExecChannel:
         self._closed = True
         with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal_mod.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.close(self._master)
+        if not self._read_started:  # no reader will come to release the fd
+            self._release()
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=5)
 

@@ -384,3 +384,21 @@ def test_allowed_images_and_runtimes_are_configurable(root: Path, backend: FakeB
         assert created.image == "team/tools:1"
     finally:
         mgr.close()
+
+
+def test_sessions_created_and_destroyed_in_a_row_each_get_their_own_output(
+    root: Path, backend: FakeBackend
+) -> None:
+    # a destroyed session's reader must never read the next session's (reused) pty fd
+    mgr = SessionManager(
+        SandboxConfig(state_dir=root / "s9", allowed_roots=(root,), max_sessions=2), backend
+    )
+    try:
+        for i in range(30):
+            created = mgr.create(CreateRequest(project_path=str(root / "proj")))
+            assert mgr.execute(f"echo round-{i}", session_id=created.session_id).output == (
+                f"round-{i}\n"
+            )
+            mgr.destroy(created.session_id, force=True)
+    finally:
+        mgr.close()
