@@ -185,7 +185,7 @@ class MarkerScanner:
             pos = j + 1
         # A prefix of the marker's start may sit at the very end of the chunk.
         tail_from = max(pos, len(data) - len(MARKER_PREFIX) + 1)
-        k = data.find(b"\x1b", tail_from)
+        k = data.rfind(b"\x1b", tail_from)  # the last ESC: a prefix holds only one
         if k >= 0 and MARKER_PREFIX.startswith(data[k:]):
             self._carry = data[k:]
             self._carry_offset = base + k

@@ -83,3 +83,12 @@ def test_scanner_ignores_garbage_and_unterminated_prefixes() -> None:
     junk = b"\x1b]777;sb;" + b"x" * 200 + b"\x07 \x1b]777;sb;bogus;Q\x07"
     assert scanner.scan(junk, 0) == []
     assert scanner.scan(b"\x1b]777;sb;n;E;1\x07", len(junk))[0].status == 1
+
+
+def test_a_split_marker_prefix_after_another_escape_sequence_is_kept() -> None:
+    # the chunk ends in an unrelated sequence and then the first bytes of a marker
+    first = b"output\x1b[m\x1b]7"
+    second = b"77;sb;n1;E;3\x07"
+    scanner = MarkerScanner()
+    found = scanner.scan(first, 0) + scanner.scan(second, len(first))
+    assert [(m.kind, m.status, m.start) for m in found] == [("end", 3, 9)]
