@@ -81,16 +81,3 @@ class OutputStreamer:
         self._sent = begin + len(data)
         with contextlib.suppress(Exception):
             self._fn(data)
-
-
-def trim_partial_utf8(raw: bytes) -> bytes:
-    """Drop an incomplete UTF-8 sequence at the end (at most 3 bytes)."""
-    for back in range(1, min(4, len(raw)) + 1):
-        byte = raw[-back]
-        if byte & 0xC0 == 0x80:  # continuation byte: keep looking for the lead
-            continue
-        if byte & 0x80 == 0:
-            return raw
-        need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4
-        return raw if back >= need else raw[:-back]
-    return raw

@@ -125,7 +125,7 @@ def complete_prefix(data: bytes) -> int:
     read at ``n`` without ever splitting a sequence. (An unterminated string longer than 64 KiB
     counts as complete: the cleaner drops it rather than stalling the reader.)
     """
-    end = _utf8_complete_end(data, 0)
+    end = utf8_complete_end(data)
     esc = data.rfind(b"\x1b")
     if esc == -1:
         return end
@@ -152,14 +152,15 @@ def _trim_cut_utf8(data: bytes) -> bytes:
     start = 0
     while start < 3 and start < len(data) and 0x80 <= data[start] <= 0xBF:
         start += 1
-    end = _utf8_complete_end(data, start)
+    end = utf8_complete_end(data, start)
     if start == 0 and end == len(data):
         return data
     return data[start:end]
 
 
-def _utf8_complete_end(data: bytes, start: int) -> int:
-    """``len(data)``, or the offset of a multi-byte character the data ends inside."""
+def utf8_complete_end(data: bytes, start: int = 0) -> int:
+    """``len(data)``, or the offset of a multi-byte character the data ends inside (so
+    ``data[:utf8_complete_end(data)]`` never ends in half a character)."""
     end = len(data)
     for i in range(end - 1, max(start, end - 4) - 1, -1):
         byte = data[i]

@@ -8,10 +8,9 @@ import time
 from sandbox.errors import InvalidArgumentError
 from sandbox.keys import encode_keys, encode_text, parse_paste
 from sandbox.models import Cursor, LogChunk, ReadResult, ResizeResult, SendResult
-from sandbox.output import trim_partial_utf8
 from sandbox.state import SessionState
 from sandbox.terminal import ScreenSnapshot, clean_transcript
-from sandbox.transcript import complete_prefix, sanitize_terminal
+from sandbox.transcript import complete_prefix, sanitize_terminal, utf8_complete_end
 
 SEND_SETTLE_MS = 300  # send with wait_ms: return once the program paused this long
 SCROLLBACK_BYTES = 4 * 1024 * 1024
@@ -237,7 +236,7 @@ class ViewsMixin(SessionState):
         raw_data = self.log.read(start, start + max_bytes)
         # never cut a UTF-8 sequence in two: the next page starts where this one stopped
         if start + len(raw_data) < total:
-            raw_data = trim_partial_utf8(raw_data)
+            raw_data = raw_data[: utf8_complete_end(raw_data)]
             if sanitize and not strip_ansi:
                 # nor an escape sequence: a cut OSC 52 would leak its payload as text
                 whole = complete_prefix(raw_data)
