@@ -86,14 +86,30 @@ class RawLog:
             if stop <= start:
                 return b""
             if start >= self._tail_start:
-                joined = b"".join(self._tail)
-                return joined[start - self._tail_start : stop - self._tail_start]
+                return self._from_tail(start, stop)
             if self._closed:
                 return b""
             stop = min(stop, self._stored)
             if stop <= start:
                 return b""
             return os.pread(self._fd, stop - start, start)
+
+    def _from_tail(self, start: int, stop: int) -> bytes:
+        """Bytes [start, stop) from the in-memory tail, copying only the chunks they touch
+        (execute reads a command's few bytes here: never the whole tail)."""
+        parts: list[bytes] = []
+        pos = self._size
+        for chunk in reversed(self._tail):  # recent bytes are what is read most
+            chunk_start = pos - len(chunk)
+            if chunk_start < stop and pos > start:
+                parts.append(
+                    chunk[max(0, start - chunk_start) : min(len(chunk), stop - chunk_start)]
+                )
+            if chunk_start <= start:
+                break
+            pos = chunk_start
+        parts.reverse()
+        return b"".join(parts)
 
     def close(self) -> None:
         with self._lock:

@@ -37,3 +37,20 @@ def test_cap_stops_the_file_but_offsets_keep_counting(tmp_path: Path) -> None:
     assert log.size == 3000
     assert (tmp_path / "raw.log").stat().st_size == 1000 + len(DROPPED_NOTICE)
     assert log.read(2900, 3000) == b"x" * 100
+
+
+def test_any_range_reads_exactly_what_was_written(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(7)
+    log = RawLog(tmp_path / "raw.log", max_bytes=10**9, tail_bytes=4096)
+    written = b""
+    for _ in range(300):
+        chunk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+        log.append(chunk)
+        written += chunk
+    for _ in range(2000):
+        a = rng.randrange(len(written) + 5)
+        b = rng.randrange(a, len(written) + 50)
+        assert log.read(a, b) == written[a:b], (a, b)
+    log.close()
