@@ -109,16 +109,9 @@ class SandboxConfig(BaseModel):
             return tuple(Path(p) for p in value.split(os.pathsep) if p)
         return value
 
-    @field_validator("allowed_images", "allowed_runtimes", "tokens", mode="before")
+    @field_validator("allowed_images", "allowed_runtimes", "tokens", "allowed_hosts", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(h.strip() for h in value.split(",") if h.strip())
-        return value
-
-    @field_validator("allowed_hosts", mode="before")
-    @classmethod
-    def _split_hosts(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(h.strip() for h in value.split(",") if h.strip())
         return value
