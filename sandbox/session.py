@@ -101,6 +101,7 @@ class Session(ViewsMixin, ControlMixin):
         self._execute_max_bytes = execute_max_bytes
         self._cond = threading.Condition()
         self._exec_lock = threading.Lock()
+        self._attention = threading.Event()
         self._screen_lock = threading.Lock()
         self._markers = MarkerScanner()
         self._scanner = StreamScanner()
@@ -271,8 +272,11 @@ class Session(ViewsMixin, ControlMixin):
             if len(data) < READ_SIZE and not self._attended():
                 # Nobody waits on this session: let output gather into fewer, bigger reads
                 # (a flood then costs far fewer wakeups and less of the GIL that other
-                # sessions' round trips need; still far above what a TTY can deliver).
-                time.sleep(UNATTENDED_PAUSE_S)
+                # sessions' round trips need; still far above what a TTY can deliver). An
+                # execute, a read or typed input ends the pause at once (``_attend``).
+                self._attention.clear()
+                if not self._attended():
+                    self._attention.wait(UNATTENDED_PAUSE_S)
         code = channel.exit_code()
         deadline = time.monotonic() + 2.0
         while code is None and self._exit_marker is None and time.monotonic() < deadline:
@@ -414,6 +418,7 @@ class Session(ViewsMixin, ControlMixin):
             if cancel is not None and cancel.is_set():
                 return False
             if self._exec_lock.acquire(timeout=max(0.0, min(remaining, 0.1))):
+                self._attend()
                 return True
             if remaining <= 0:
                 return False

@@ -102,6 +102,7 @@ class SessionState:
     _started_mono: float
     _activity_mono: float
     _watchers: int
+    _attention: threading.Event  # set when someone starts to wait on output or types
 
     def reset(self) -> None:
         """Kill the container, start it again and reopen the shell (see ``Session``)."""
@@ -116,6 +117,10 @@ class SessionState:
                 + (f" with code {self._exit_code}" if self._exit_code is not None else ""),
             )
         return self._channel
+
+    def _attend(self) -> None:
+        """Wake a reader that pauses between reads of unattended output: an answer is due."""
+        self._attention.set()
 
     def _touch(self) -> None:
         self.last_activity_at = now_iso()

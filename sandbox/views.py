@@ -22,6 +22,7 @@ class ViewsMixin(SessionState):
     def write_raw(self, data: bytes) -> None:
         """Type bytes into the terminal exactly as given."""
         self._require_alive().write(data)
+        self._attend()
         self._touch()
 
     def wait_output(self, offset: int, timeout_s: float) -> int:
@@ -30,6 +31,7 @@ class ViewsMixin(SessionState):
         deadline = time.monotonic() + timeout_s
         with self._cond:
             self._watchers += 1
+            self._attend()
             try:
                 while self.log.size <= offset and self._alive:
                     remaining = deadline - time.monotonic()
@@ -63,6 +65,7 @@ class ViewsMixin(SessionState):
             data += encode_keys(keys, application_cursor=self._scanner.application_cursor)
         self._touch()
         channel.write(data)
+        self._attend()
         if wait_ms <= 0:
             return SendResult(bytes_sent=len(data))
         read = self.read(view=view, idle_ms=min(wait_ms, SEND_SETTLE_MS), timeout_ms=wait_ms)
@@ -118,6 +121,7 @@ class ViewsMixin(SessionState):
                 if idle_ms is not None:
                     wake = min(wake, last + idle_ms / 1000)
                 self._watchers += 1
+                self._attend()
                 try:
                     self._cond.wait(max(0.005, min(wake - now, 0.25)))
                 finally:
