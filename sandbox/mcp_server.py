@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -209,12 +210,16 @@ def split_enter(
     return body or None, ["enter"] * enters + list(keys or [])
 
 
-async def _set_when_cancelled(event: threading.Event) -> None:
-    """Sleep until cancelled, then set ``event`` (also on normal teardown: harmless then)."""
-    try:
-        await anyio.sleep_forever()
-    finally:
-        event.set()
+PROGRESS_SEND_S = 0.25  # a client that does not read holds an execute's wait no longer than this
+
+
+async def _report_progress(ctx: ToolContext, elapsed: float, line: str) -> None:
+    message = f"{elapsed:.0f} s" + (f": {line}" if line else "")
+    with anyio.move_on_after(PROGRESS_SEND_S):
+        try:
+            await ctx.report_progress(round(elapsed, 1), None, message)
+        except Exception as exc:  # the client went away: keep running
+            log.debug("progress notification failed: %s", exc)
 
 
 class Tools:
@@ -325,20 +330,11 @@ class Tools:
     # -- execute -----------------------------------------------------------------------------
     async def execute(self, args: ExecuteInput, ctx: ToolContext) -> ExecResult:
         cancel = threading.Event()
-        send, receive = anyio.create_memory_object_stream[tuple[float, str]](16)
+        loop = anyio.lowlevel.current_token()
 
-        def progress(elapsed: float, line: str) -> None:  # engine thread -> event loop
-            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, RuntimeError):
-                anyio.from_thread.run_sync(send.send_nowait, (elapsed, line))
-
-        async def forward() -> None:
-            async with receive:
-                async for elapsed, line in receive:
-                    message = f"{elapsed:.0f} s" + (f": {line}" if line else "")
-                    try:
-                        await ctx.report_progress(round(elapsed, 1), None, message)
-                    except Exception as exc:  # the client went away: keep running
-                        log.debug("progress notification failed: %s", exc)
+        def progress(elapsed: float, line: str) -> None:  # engine thread, about once a second
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run(_report_progress, ctx, elapsed, line, token=loop)
 
         client = self.client(ctx)
         session_id = args.session_id
@@ -362,20 +358,34 @@ class Tools:
             progress=progress,
             cancel=cancel,
         )
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(forward)
-            tg.start_soon(_set_when_cancelled, cancel)
+        return await self._run_cancellable(run, cancel)
+
+    async def _run_cancellable(self, fn: Callable[[], T], cancel: threading.Event) -> T:
+        """``_run`` for a call that stops early when ``cancel`` is set: cancelling this await
+        sets it, then waits for the call to wind down (the escalation ladder) before raising.
+
+        No task group and no watcher task: an execute of ``true`` is a millisecond, and those
+        would cost a fifth of it.
+        """
+        started, finished = threading.Event(), threading.Event()
+
+        def work() -> T:
+            started.set()
             try:
-                result = await self._run(run)
-            except Exception as exc:  # raised below, not as an ExceptionGroup
-                failure = exc
+                return fn()
             finally:
-                send.close()
-                tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        return result
+                finished.set()
+
+        try:
+            return await anyio.to_thread.run_sync(
+                work, limiter=self.limiter, abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            cancel.set()  # a call that has not started yet returns at once when it does
+            if started.is_set():
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(finished.wait)
+            raise
 
     # -- terminal ----------------------------------------------------------------------------
     async def send(self, args: SendInput, ctx: ToolContext) -> dict[str, Any]:
