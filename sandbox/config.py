@@ -52,6 +52,12 @@ class SandboxConfig(BaseModel):
     execute_max_bytes: int = Field(
         default=1024**2, ge=4096, description="Output bytes kept per execute."
     )
+    unattended_rate_kib: int = Field(
+        default=256,
+        ge=0,
+        description="KiB/s a session's output is drained while nobody waits on it, after a "
+        "1 MiB burst (0: unlimited). The program waits on its writes meanwhile; nothing is lost.",
+    )
     owner: str = Field(default_factory=lambda: default_owner())
     allowed_images: tuple[str, ...] = Field(
         default=(), description="Images a client may pick (the default image always)."
@@ -197,6 +203,7 @@ ENV_VARS: dict[str, str] = {
     "fsize_mb": "SANDBOX_FSIZE_MB",
     "max_lifetime_s": "SANDBOX_MAX_LIFETIME_S",
     "log_max_bytes": "SANDBOX_LOG_MAX_BYTES",
+    "unattended_rate_kib": "SANDBOX_UNATTENDED_RATE_KIB",
     "owner": "SANDBOX_OWNER",
     "root_shell": "SANDBOX_ROOT_SHELL",
     "durable": "SANDBOX_DURABLE",

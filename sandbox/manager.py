@@ -336,6 +336,7 @@ class SessionManager:
             log_path=self.session_dir(spec.session_id) / "raw.log",
             log_max_bytes=self.config.log_max_bytes,
             execute_max_bytes=self.config.execute_max_bytes,
+            unattended_rate=self.config.unattended_rate_kib * 1024,
             record=self.config.record,
         )
 

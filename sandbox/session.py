@@ -42,6 +42,7 @@ from sandbox.execute import (
 from sandbox.models import Destroyed, ExecResult, LogRange
 from sandbox.output import OutputFn, OutputStreamer, shape_output
 from sandbox.rawlog import RawLog
+from sandbox.read_budget import ReadBudget
 from sandbox.recording import CastRecorder
 from sandbox.signals import escalate
 from sandbox.state import Pending, SessionSpec, now_iso
@@ -58,6 +59,7 @@ READY_TIMEOUT_S = 30.0  # generous: a loaded engine can take seconds to start an
 PROMPT_WAIT_S = 0.5
 READ_SIZE = 256 * 1024
 UNATTENDED_PAUSE_S = 0.005
+UNATTENDED_BURST = 1024 * 1024  # drained at full speed before the unattended rate applies
 PROGRESS_EVERY_S = 1.0
 RESET_NOTICE = b"\r\n[sandbox: the container was reset to stop a runaway job]\r\n"
 RESPAWN_NOTICE = (
@@ -81,6 +83,7 @@ class Session(ViewsMixin, ControlMixin):
         log_path: Path,
         log_max_bytes: int,
         execute_max_bytes: int,
+        unattended_rate: int = 0,
         record: bool = False,
     ) -> None:
         self.spec = spec
@@ -99,6 +102,7 @@ class Session(ViewsMixin, ControlMixin):
             )
         self._activity_mono = time.monotonic()
         self._execute_max_bytes = execute_max_bytes
+        self._unattended_rate = unattended_rate  # bytes/s drained while nobody waits (0: all)
         self._cond = threading.Condition()
         self._exec_lock = threading.Lock()
         self._attention = threading.Event()
@@ -262,6 +266,7 @@ class Session(ViewsMixin, ControlMixin):
         return p
 
     def _reader(self, channel: ExecChannel, generation: int) -> None:
+        budget = ReadBudget(self._unattended_rate, UNATTENDED_BURST)
         while True:
             data = channel.read(READ_SIZE)
             if not data:
@@ -269,14 +274,20 @@ class Session(ViewsMixin, ControlMixin):
             queries = self._on_output(data)
             if queries and not self.spec.durable:  # under tmux, tmux answers them
                 self._answer(queries, channel)
-            if len(data) < READ_SIZE and not self._attended():
-                # Nobody waits on this session: let output gather into fewer, bigger reads
-                # (a flood then costs far fewer wakeups and less of the GIL that other
-                # sessions' round trips need; still far above what a TTY can deliver). An
-                # execute, a read or typed input ends the pause at once (``_attend``).
+            if self._attended():
+                budget.refill()
+                continue
+            # Nobody waits on this session: let output gather into fewer, bigger reads (a
+            # flood then costs far fewer wakeups and less of the GIL that other sessions'
+            # round trips need), and past a burst drain it at the budget's rate. An execute,
+            # a read or typed input ends the pause at once (``_attend``).
+            pause = budget.spend(len(data))
+            if len(data) < READ_SIZE:
+                pause = max(pause, UNATTENDED_PAUSE_S)
+            if pause > 0:
                 self._attention.clear()
                 if not self._attended():
-                    self._attention.wait(UNATTENDED_PAUSE_S)
+                    self._attention.wait(pause)
         code = channel.exit_code()
         deadline = time.monotonic() + 2.0
         while code is None and self._exit_marker is None and time.monotonic() < deadline:

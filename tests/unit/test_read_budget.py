@@ -1,0 +1,77 @@
+"""The unattended read budget: a token bucket of bytes, and a session that honours it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import session as session_module
+from sandbox.backends.fake import FakeBackend
+from sandbox.config import SandboxConfig
+from sandbox.manager import SessionManager
+from sandbox.models import CreateRequest
+from sandbox.read_budget import ReadBudget
+
+KIB = 1024
+
+
+def test_a_burst_passes_then_reads_pause_for_what_they_took() -> None:
+    budget = ReadBudget(rate=100 * KIB, burst=1024 * KIB)
+    assert budget.spend(1000 * KIB) == 0.0
+    pause = budget.spend(74 * KIB)  # 50 KiB over the burst: half a second at 100 KiB/s
+    assert pause == pytest.approx(0.5, abs=0.02)
+
+
+def test_refill_starts_a_full_burst_and_zero_rate_never_pauses() -> None:
+    budget = ReadBudget(rate=100 * KIB, burst=64 * KIB)
+    assert budget.spend(128 * KIB) > 0
+    budget.refill()
+    assert budget.spend(64 * KIB) == 0.0
+    unlimited = ReadBudget(rate=0, burst=0)
+    assert all(unlimited.spend(1 << 30) == 0.0 for _ in range(3))
+
+
+def test_the_budget_refills_with_time() -> None:
+    budget = ReadBudget(rate=1000 * KIB, burst=100 * KIB)
+    budget.spend(100 * KIB)
+    time.sleep(0.05)  # about 50 KiB back
+    assert budget.spend(40 * KIB) == 0.0
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> Iterator[SessionManager]:
+    (tmp_path / "proj").mkdir()
+    config = SandboxConfig(
+        state_dir=tmp_path / "state", allowed_roots=(tmp_path,), unattended_rate_kib=64
+    )
+    mgr = SessionManager(config, FakeBackend())
+    yield mgr
+    mgr.close()
+
+
+def test_an_unattended_flood_waits_on_its_writes_and_loses_nothing(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    burst = 64 * KIB
+    monkeypatch.setattr(session_module, "UNATTENDED_BURST", burst)
+    created = manager.create(CreateRequest(project_path=str(tmp_path / "proj")))
+    session = manager.get(created.session_id)
+    total = 4 * 1024 * KIB
+    start = session.log.size
+    started = session.execute(
+        f"sleep 1; head -c {total} /dev/zero | tr '\\0' Q; echo; echo flood-$((6*7))",
+        background=True,
+        timeout_s=0.5,
+    )
+    assert started.still_running
+    time.sleep(2.5)  # the flood starts after 1 s; nobody waits: a burst, then 64 KiB/s
+    unattended = session.log.size - start
+    # about 64 + 96 KiB and what the pty held; unthrottled, the reader takes a MiB and more
+    assert burst <= unattended < 512 * KIB
+    read = session.read(wait_for="flood-42", timeout_ms=20_000)  # attending: full speed again
+    assert read.matched
+    flood = session.log.read(start, session.log.size)
+    assert total <= flood.count(b"Q") <= total + 4  # the typed command line has one Q
