@@ -198,7 +198,11 @@ def test_fork_bomb_is_contained_and_the_session_recovers(session: Session) -> No
     result = session.execute(":(){ :|:& };:", timeout_s=5)
     assert result.timed_out or result.exit_code is not None
     after = session.execute("echo survived", timeout_s=30)
-    assert after.output == "survived\n"
+    # The bomb is a background job: until the pids limit starves it out (bash retries a failed
+    # fork for a while), its "fork: retry" complaints can land around the next command's
+    # output, as they would in any terminal.
+    assert after.exit_code == 0
+    assert "survived" in after.output.splitlines()
 
 
 def test_memory_hog_is_reported_as_oom(session: Session) -> None:
