@@ -25,22 +25,18 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
 from sandbox.backends.base import ExecChannel
 from sandbox.config import (
-    LABEL_PROJECT,
     LABEL_SESSION,
     LABEL_SPEC,
-    SANDBOX_UID,
     SESSION_HOME,
     WORKSPACE,
 )
 from sandbox.console import PipeCleaner, RawTerminal, TerminalFilter, terminal_size
 from sandbox.errors import SandboxError, SessionExitedError
-from sandbox.paths import project_owner
 from sandbox.session import Session
 
 OnBytes = Callable[[bytes], None]
@@ -227,7 +223,7 @@ def attach(ident: str) -> int:
     from sandbox import durable
     from sandbox.backends.docker import DockerBackend
     from sandbox.inventory import find_container
-    from sandbox.manager import spec_from_label
+    from sandbox.profile import spec_from_label
 
     backend = DockerBackend()
     state = find_container(backend, ident)
@@ -237,9 +233,15 @@ def attach(ident: str) -> int:
             hint="`sandbox logs ID` shows what it did; `sandbox gc` removes it.",
         )
     spec = spec_from_label(state.labels.get(LABEL_SPEC, ""))
-    user = spec.user if spec else session_user(state.labels.get(LABEL_PROJECT, ""))
+    if spec is None:
+        raise SessionExitedError(
+            f"container {state.id[:12]} has no readable {LABEL_SPEC} label, so its shell's "
+            "user is unknown (a sandbox older than this one made it)",
+            hint="`sandbox logs ID` still shows what it did; `sandbox kill ID` removes it.",
+        )
+    user = spec.user
     rows, cols = terminal_size(1)
-    if spec is not None and spec.durable:
+    if spec.durable:
         print(
             "sandbox: attached to the agent's terminal (tmux); ctrl-b d detaches",
             file=sys.stderr,
@@ -275,15 +277,3 @@ def attach(ident: str) -> int:
     if signum is not None:
         return 128 + signum
     return code if code is not None else 1
-
-
-def session_user(project: str) -> str:
-    """The user a session's shell runs as (as the manager picks it): the project's owner,
-    never root. (Containers do not record it; a ``sandbox.user`` label would be better.)"""
-    try:
-        uid, gid = project_owner(Path(project))
-    except OSError:
-        uid, gid = SANDBOX_UID, SANDBOX_UID
-    if uid == 0:
-        uid, gid = SANDBOX_UID, SANDBOX_UID
-    return f"{uid}:{gid}"

@@ -10,13 +10,10 @@ of a server that is gone.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import hashlib
-import json
 import logging
 import os
-import re
 import secrets
 import shlex
 import shutil
@@ -26,26 +23,18 @@ from pathlib import Path
 from typing import IO
 
 from sandbox import __version__
-from sandbox.backends.base import Backend, ContainerSpec, ContainerState, Mount
+from sandbox.backends.base import Backend, ContainerState
 from sandbox.config import (
-    KEEPALIVE_UID,
-    LABEL_CREATED,
     LABEL_DURABLE,
     LABEL_MANAGED,
-    LABEL_NAME,
     LABEL_OWNER,
-    LABEL_PROJECT,
     LABEL_SERVER,
     LABEL_SESSION,
     LABEL_SPEC,
-    LABEL_VERSION,
-    SANDBOX_UID,
     SESSION_HOME,
-    WORKSPACE,
     SandboxConfig,
     new_instance_id,
 )
-from sandbox.durable import STATE_DIR
 from sandbox.durable import attach_command as durable_attach_command
 from sandbox.errors import (
     InvalidArgumentError,
@@ -62,21 +51,18 @@ from sandbox.models import (
     Destroyed,
     EngineInfo,
     ExecResult,
-    Limits,
     ServerInfo,
     SessionCreated,
     SessionInfo,
     SessionList,
 )
-from sandbox.paths import project_owner, resolve_project_path
-from sandbox.pool import Blueprint, WarmPool
+from sandbox.paths import resolve_project_path
+from sandbox.pool import WarmPool
+from sandbox.profile import Blueprint, container_spec, session_spec, spec_from_label, volume_name
+from sandbox.profile import blueprint as make_blueprint
 from sandbox.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
 
 log = logging.getLogger(__name__)
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_RESERVED_ENV = {"SANDBOX_RC"}
 
 
 class SessionManager:
@@ -205,7 +191,7 @@ class SessionManager:
     def create(self, request: CreateRequest) -> SessionCreated:
         if self._closed:
             raise SessionLimitError("the server is shutting down", hint="Start a new server.")
-        blueprint = self._blueprint(request)
+        blueprint = make_blueprint(self.config, request)
         with self._lock:
             if len(self._sessions) + self._reserved >= self.config.max_sessions:
                 raise SessionLimitError(
@@ -249,65 +235,17 @@ class SessionManager:
             return session
         return None
 
-    def _blueprint(self, request: CreateRequest) -> Blueprint:
-        """Validate a request into the blueprint of its container (errors name the field)."""
-        project = resolve_project_path(request.project_path, self.config.allowed_roots)
-        limits = self._limits(request)
-        uid, gid = project_owner(project)
-        if uid == 0 and not self.config.root_shell:
-            uid, gid = SANDBOX_UID, SANDBOX_UID
-        return Blueprint(
-            image=self._image(request.image),
-            runtime=self._runtime(request.runtime),
-            project=str(project),
-            workdir=self._workdir(request.workdir),
-            name=self._name(request.name, project),
-            network=self.config.network_enabled if request.network is None else request.network,
-            durable=self.config.durable if request.durable is None else request.durable,
-            memory_mb=limits.memory_mb,
-            cpus=limits.cpus,
-            pids=limits.pids,
-            read_only_project=request.read_only_project,
-            command=tuple(request.command) if request.command else None,
-            uid=uid,
-            gid=gid,
-            env=tuple(sorted(self._env(request.env).items())),
-        )
-
     def _build(self, bp: Blueprint, rows: int = 24, cols: int = 80) -> Session:
         """Start a session's container and shell (cold); clean up everything on failure."""
         ensure_session_image(self.backend, bp.image, self._on_build_line)
         sid = secrets.token_hex(6)
-        spec = SessionSpec(
-            session_id=sid,
-            name=bp.name,
-            image=bp.image,
-            project_path=bp.project,
-            workdir=bp.workdir,
-            rows=rows,
-            cols=cols,
-            network=bp.network,
-            durable=bp.durable,
-            limits=Limits(memory_mb=bp.memory_mb, cpus=bp.cpus, pids=bp.pids),
-            created_at=now_iso(),
-            read_only_project=bp.read_only_project,
-            command=list(bp.command) if bp.command else None,
-            runtime=bp.runtime,
-            user=f"{bp.uid}:{bp.gid}",
-            env={
-                "HOME": SESSION_HOME,
-                "USER": "sandbox",
-                "LOGNAME": "sandbox",
-                "TERM": "xterm-256color",
-                "LANG": "C.UTF-8",
-                "SANDBOX_SESSION": sid,
-                **dict(bp.env),
-            },
-        )
+        spec = session_spec(bp, sid, rows, cols)
         if spec.durable:
             self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
         try:
-            cid = self.backend.create(self._container_spec(spec, Path(bp.project), bp.uid, bp.gid))
+            cid = self.backend.create(
+                container_spec(self.config, self.instance_id, spec, bp.uid, bp.gid)
+            )
         except BaseException:
             if spec.durable:
                 self._remove_volume(sid)
@@ -355,139 +293,6 @@ class SessionManager:
 
     def session_dir(self, session_id: str) -> Path:
         return self.config.state_dir / "sessions" / session_id
-
-    def _container_spec(
-        self, spec: SessionSpec, project: Path, uid: int, gid: int
-    ) -> ContainerSpec:
-        c = self.config
-        # tmpfs pages count against the memory limit: full tmpfs mounts must leave the shell
-        # room to live, so together they get at most half of it.
-        budget = max(8, spec.limits.memory_mb // 2)
-        tmp_mb = min(c.tmp_mb, budget // 2)
-        home_mb = min(c.home_mb, budget // 4)
-        var_mb = min(64, budget // 8)
-        network = "none"
-        if spec.network:
-            network = c.network if c.network_enabled else "bridge"
-        return ContainerSpec(
-            image=spec.image,
-            name=f"sandbox-{spec.session_id}",
-            labels={
-                LABEL_MANAGED: "true",
-                LABEL_SESSION: spec.session_id,
-                LABEL_OWNER: c.owner,
-                LABEL_SERVER: self.instance_id,
-                LABEL_PROJECT: str(project),
-                LABEL_NAME: spec.name,
-                LABEL_DURABLE: "true" if spec.durable else "false",
-                LABEL_CREATED: spec.created_at,
-                LABEL_VERSION: __version__,
-                LABEL_SPEC: spec_label(spec),
-            },
-            mounts=(
-                Mount(str(project), WORKSPACE, read_only=spec.read_only_project),
-                *((Mount(volume_name(spec.session_id), STATE_DIR),) if spec.durable else ()),
-            ),
-            command=("sleep", str(c.max_lifetime_s)),
-            user=f"{KEEPALIVE_UID}:{KEEPALIVE_UID}",
-            memory_mb=spec.limits.memory_mb,
-            cpus=spec.limits.cpus,
-            pids=spec.limits.pids,
-            network=network,
-            tmpfs={
-                "/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777",
-                "/var/tmp": f"rw,nosuid,nodev,size={var_mb}m,mode=1777",
-                SESSION_HOME: f"rw,nosuid,nodev,size={home_mb}m,uid={uid},gid={gid},mode=0755",
-                "/run": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
-            },
-            read_only_root=True,
-            fsize_bytes=c.fsize_mb * 1024 * 1024,
-            env={"HOME": SESSION_HOME, "LANG": "C.UTF-8"},
-            workdir=WORKSPACE,
-            runtime=spec.runtime,
-        )
-
-    def _limits(self, request: CreateRequest) -> Limits:
-        c = self.config
-        checks = (
-            ("memory_mb", request.memory_mb, c.memory_mb, c.max_memory_mb),
-            ("cpus", request.cpus, c.cpus, c.max_cpus),
-            ("pids", request.pids, c.pids, c.max_pids),
-        )
-        values: dict[str, float] = {}
-        for field, asked, default, maximum in checks:
-            value = default if asked is None else asked
-            if value > maximum:
-                raise InvalidArgumentError(
-                    f"{field}={asked} is above the server's maximum of {maximum}",
-                    hint=f"Ask for at most {maximum} (or omit {field} for the default {default}).",
-                )
-            values[field] = value
-        return Limits(
-            memory_mb=int(values["memory_mb"]), cpus=float(values["cpus"]), pids=int(values["pids"])
-        )
-
-    def _image(self, asked: str | None) -> str:
-        """A client may only pick an allowed image (SANDBOX_ALLOWED_IMAGES)."""
-        image = asked or self.config.image
-        allowed = {self.config.image, *self.config.allowed_images}
-        if image not in allowed:
-            raise InvalidArgumentError(
-                f"image {image!r} is not allowed on this server",
-                hint=f"Use one of: {', '.join(sorted(allowed))} (the operator sets "
-                "SANDBOX_ALLOWED_IMAGES).",
-            )
-        return image
-
-    def _runtime(self, asked: str | None) -> str | None:
-        runtime = asked or self.config.runtime
-        allowed = {r for r in (self.config.runtime, *self.config.allowed_runtimes) if r}
-        if runtime is not None and runtime not in allowed:
-            raise InvalidArgumentError(
-                f"runtime {runtime!r} is not allowed on this server",
-                hint="Omit runtime for the default"
-                + (f", or use one of: {', '.join(sorted(allowed))}" if allowed else "")
-                + " (the operator sets SANDBOX_ALLOWED_RUNTIMES).",
-            )
-        return runtime
-
-    @staticmethod
-    def _env(env: dict[str, str]) -> dict[str, str]:
-        if len(env) > 256:
-            raise InvalidArgumentError("too many environment variables", hint="Pass at most 256.")
-        for key, value in env.items():
-            if not _ENV_NAME.match(key) or key in _RESERVED_ENV:
-                raise InvalidArgumentError(
-                    f"bad environment variable name {key!r}",
-                    hint="Names are letters, digits and _, not starting with a digit.",
-                )
-            if "\x00" in value or len(value) > 32768:
-                raise InvalidArgumentError(
-                    f"bad value for environment variable {key}", hint="No NUL, at most 32 KiB."
-                )
-        return dict(env)
-
-    @staticmethod
-    def _workdir(workdir: str) -> str:
-        if not workdir.startswith("/") or "\x00" in workdir or "\n" in workdir:
-            raise InvalidArgumentError(
-                f"workdir must be an absolute path inside the container, got {workdir!r}",
-                hint=f"The project is mounted at {WORKSPACE}; use it or a directory under it.",
-            )
-        return os.path.normpath(workdir)
-
-    def _name(self, name: str | None, project: Path) -> str:
-        if name is None:
-            base = (
-                re.sub(r"[^A-Za-z0-9_.-]", "-", project.name or "project").strip("-.") or "project"
-            )
-            return base[:48]
-        if not _NAME.match(name):
-            raise InvalidArgumentError(
-                f"bad session name {name!r}",
-                hint="Use letters, digits, '.', '_' and '-' (at most 64; first a letter or digit).",
-            )
-        return name
 
     # -- lookup ----------------------------------------------------------------------------
     def get(self, session_id: str) -> Session:
@@ -714,29 +519,3 @@ class SessionManager:
             session_count=len(self.sessions()),
             max_timeout_s=c.max_timeout_s,
         )
-
-
-def volume_name(session_id: str) -> str:
-    """The named volume of a durable session (its tmux socket and raw log)."""
-    return f"sandbox-{session_id}"
-
-
-_LABEL_ENV = ("HOME", "USER", "LOGNAME", "TERM", "LANG", "SANDBOX_SESSION")
-
-
-def spec_label(spec: SessionSpec) -> str:
-    """The spec as a container label, so a later server can adopt the session. Only the
-    base environment is kept: variables the client passed may hold secrets."""
-    data = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-    data["limits"] = spec.limits.model_dump()
-    data["env"] = {k: v for k, v in spec.env.items() if k in _LABEL_ENV}
-    return json.dumps(data, separators=(",", ":"))
-
-
-def spec_from_label(text: str) -> SessionSpec | None:
-    try:
-        data = json.loads(text)
-        data["limits"] = Limits(**data["limits"])
-        return SessionSpec(**data)
-    except (ValueError, TypeError, KeyError):
-        return None

@@ -20,33 +20,12 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sandbox.errors import SandboxError
+from sandbox.profile import Blueprint
 from sandbox.session import Session
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Blueprint:
-    """Everything that shapes a session's container and shell (validated, hashable)."""
-
-    image: str
-    runtime: str | None
-    project: str
-    workdir: str
-    name: str
-    network: bool
-    durable: bool
-    memory_mb: int
-    cpus: float
-    pids: int
-    read_only_project: bool
-    command: tuple[str, ...] | None
-    uid: int
-    gid: int
-    env: tuple[tuple[str, str], ...]
 
 
 class WarmPool:

@@ -1,9 +1,10 @@
 """One session: a container, one attached TTY shell in it, and the terminal it draws.
 
-This module owns the shell's lifecycle, the reader thread and ``execute``; what a session shows
-and takes (``send``, ``read``, ``read_log``, ``resize``) is in ``sandbox.views``, how it is
-looked into and stopped (``signal``, ``info``, the escalation target) in ``sandbox.control``,
-and the state they share in ``sandbox.state``.
+This module owns the shell's lifecycle and the reader thread. ``execute`` is in
+``sandbox.commands``, how a lost or killed shell is replaced in ``sandbox.recovery``; what a
+session shows and takes (``send``, ``read``, ``read_log``, ``resize``) is in ``sandbox.views``,
+how it is looked into and stopped (``signal``, ``info``, the escalation target) in
+``sandbox.control``, and the state they share in ``sandbox.state``.
 
 Threads: one reader thread per session reads the exec socket and does only cheap work per chunk
 (append to the raw log, find markers with ``bytes.find``, count newlines, notice terminal
@@ -19,32 +20,27 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from sandbox import durable
 from sandbox.backends.base import Backend, ExecChannel
-from sandbox.control import GRACE_S, ControlMixin
+from sandbox.commands import CommandsMixin, ProgressFn
 from sandbox.errors import (
-    InvalidArgumentError,
     SandboxError,
-    SessionBusyError,
     SessionExitedError,
 )
 from sandbox.execute import (
     SHELL_ARGV,
     Marker,
     MarkerScanner,
-    command_line,
     new_nonce,
     shell_rc,
 )
-from sandbox.models import Destroyed, ExecResult, LogRange
-from sandbox.output import OutputFn, OutputStreamer, shape_output
+from sandbox.models import Destroyed
+from sandbox.output import OutputFn
 from sandbox.rawlog import RawLog
 from sandbox.read_budget import ReadBudget
 from sandbox.recording import CastRecorder
-from sandbox.signals import escalate
 from sandbox.state import Pending, SessionSpec, now_iso
 from sandbox.terminal import DA1_REPLY, DA2_REPLY, LazyScreen, StreamScanner, clean_transcript
 from sandbox.views import ViewsMixin
@@ -53,25 +49,13 @@ __all__ = ["OutputFn", "ProgressFn", "Session", "SessionSpec", "now_iso"]
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[float, str], None]
-
 READY_TIMEOUT_S = 30.0  # generous: a loaded engine can take seconds to start an exec
-PROMPT_WAIT_S = 0.5
 READ_SIZE = 256 * 1024
 UNATTENDED_PAUSE_S = 0.005
 UNATTENDED_BURST = 1024 * 1024  # drained at full speed before the unattended rate applies
-PROGRESS_EVERY_S = 1.0
-RESET_NOTICE = b"\r\n[sandbox: the container was reset to stop a runaway job]\r\n"
-RESPAWN_NOTICE = (
-    b"\r\n[sandbox: the shell stopped answering and was replaced by a fresh one; "
-    b"its directory, variables and functions are back to their defaults]\r\n"
-)
-# A prompt marker arrived but not the command's end marker: the shell is idle at its prompt and
-# its protocol is broken (stdout redirected, functions unset). Check after this much quiet.
-LOST_QUIET_S = 0.3
 
 
-class Session(ViewsMixin, ControlMixin):
+class Session(ViewsMixin, CommandsMixin):
     """A live session. Create through ``SessionManager``; every method is thread-safe."""
 
     def __init__(
@@ -144,10 +128,6 @@ class Session(ViewsMixin, ControlMixin):
         self._destroyed = False
 
     # -- lifecycle -----------------------------------------------------------------------
-    @property
-    def is_shell(self) -> bool:
-        return self.spec.command is None
-
     def open_shell(self, *, adopt: bool = False) -> None:
         """Attach a TTY exec (the shell, or the session's command) and wait until it answers.
 
@@ -369,399 +349,6 @@ class Session(ViewsMixin, ControlMixin):
                 replies.append(DA2_REPLY)
         with contextlib.suppress(SandboxError):
             channel.write(b"".join(replies))
-
-    def execute(
-        self,
-        command: str,
-        *,
-        timeout_s: float,
-        idle_timeout_s: float | None = None,
-        background: bool = False,
-        max_lines: int = 200,
-        strip_ansi: bool = True,
-        progress: ProgressFn | None = None,
-        cancel: threading.Event | None = None,
-        on_output: OutputFn | None = None,
-    ) -> ExecResult:
-        """Run ``command`` in the shell and return exactly what it printed and its exit code.
-
-        ``on_output`` receives the command's raw bytes as they arrive (for live streaming);
-        ``progress`` gets (elapsed seconds, latest output line) about once a second; setting
-        ``cancel`` stops the command with the escalation ladder.
-        """
-        if not self.is_shell:
-            raise InvalidArgumentError(
-                f"session {self.id} runs {self.spec.command!r}, not a shell",
-                hint="Use send to type into it and read to see its output.",
-            )
-        if not command.strip():
-            raise InvalidArgumentError("command is empty", hint="Pass the shell command to run.")
-        if "\x00" in command:
-            raise InvalidArgumentError("command contains a NUL byte", hint="Remove it.")
-        self._touch()
-        t0 = time.monotonic()
-        if not self._acquire_turn(t0 + timeout_s, cancel):
-            if cancel is not None and cancel.is_set():
-                return self._not_started(t0)
-            raise SessionBusyError(
-                f"session {self.id} is still running another execute after {timeout_s:g} s"
-            )
-        try:
-            return self._execute_locked(
-                command,
-                t0,
-                timeout_s,
-                idle_timeout_s,
-                background,
-                max_lines,
-                strip_ansi,
-                progress,
-                cancel,
-                on_output,
-            )
-        finally:
-            self._exec_lock.release()
-
-    def _acquire_turn(self, deadline: float, cancel: threading.Event | None) -> bool:
-        """Wait for this session's execute lock, in slices so a cancel is noticed."""
-        while True:
-            remaining = deadline - time.monotonic()
-            if cancel is not None and cancel.is_set():
-                return False
-            if self._exec_lock.acquire(timeout=max(0.0, min(remaining, 0.1))):
-                self._attend()
-                return True
-            if remaining <= 0:
-                return False
-
-    def _not_started(self, t0: float) -> ExecResult:
-        """The result of an execute cancelled before its command was typed."""
-        end = self.log.size
-        return ExecResult(
-            session_id=self.id,
-            output="",
-            exit_code=None,
-            interrupted=True,
-            log_range=LogRange(from_byte=end, to_byte=end),
-            duration_ms=int((time.monotonic() - t0) * 1000),
-        )
-
-    def _execute_locked(
-        self,
-        command: str,
-        t0: float,
-        timeout_s: float,
-        idle_timeout_s: float | None,
-        background: bool,
-        max_lines: int,
-        strip_ansi: bool,
-        progress: ProgressFn | None,
-        cancel: threading.Event | None,
-        on_output: OutputFn | None,
-    ) -> ExecResult:
-        resets_before = self.resets
-        revived = self._revive_if_lost()
-        channel = self._require_alive()
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            # A command left running by a background/idle execute keeps the shell busy.
-            while self._pending is not None and not self._pending.finished and self._alive:
-                remaining = deadline - time.monotonic()
-                if cancel is not None and cancel.is_set():
-                    return self._not_started(t0)
-                if remaining <= 0:
-                    raise SessionBusyError(
-                        f"session {self.id} is still running an earlier command",
-                        hint="read it, send it input, or stop it with signal (or use another "
-                        "session).",
-                    )
-                self._cond.wait(min(remaining, 0.1))
-            channel = self._require_alive()
-            # Type only once readline is up (its prompt marker), so the kernel never echoes.
-            prompt_deadline = time.monotonic() + PROMPT_WAIT_S
-            while not self._prompt_seen and self._prompt_marker_works and self._alive:
-                remaining = prompt_deadline - time.monotonic()
-                if remaining <= 0:
-                    self._prompt_marker_works = False
-                    break
-                self._cond.wait(remaining)
-            p = Pending(
-                nonce=new_nonce(),
-                sent_at=time.monotonic(),
-                sent_offset=self.log.size,
-                display=command.replace("\n", "\r\n").encode("utf-8", "replace") + b"\r\n",
-            )
-            self._pending = p
-            self._skip_prompt_at = None
-            self._prompt_seen = False
-            self._lost_since = self._lost_prompt = None
-        deadline = time.monotonic() + timeout_s
-        channel.write(command_line(command, p.nonce))
-        if background and idle_timeout_s is None:
-            idle_timeout_s = 1.0
-        stream = OutputStreamer(self.log, p, on_output) if on_output is not None else None
-        while True:
-            outcome = self._wait(p, deadline, idle_timeout_s, background, progress, cancel, stream)
-            if outcome != "lost" or self._confirm_lost(p):
-                break
-        signals_sent: list[str] = []
-        reset = restarted = False
-        killed = 0
-        if outcome == "lost":
-            restarted = self.respawn()
-            if not restarted:  # a durable session: the ladder ends with a container reset
-                outcome = "timeout"
-        if outcome in ("timeout", "cancelled"):
-            esc = escalate(self, grace_s=GRACE_S)
-            signals_sent, reset, restarted = esc.signals_sent, esc.reset, esc.shell_restarted
-            if not reset and not restarted and self._alive:
-                killed = self.sweep(self._command_start_pid(p))
-                if killed < 0:  # not even a control command runs: what is left fills the pids
-                    log.warning("session %s: cannot look for stray processes: resetting", self.id)
-                    try:
-                        self.reset()
-                        reset = True
-                    except SandboxError as exc:
-                        log.warning("session %s: reset failed: %s", self.id, exc.message)
-                    killed = 0
-        if stream is not None:
-            stream.flush(final=True)
-        with self._cond:
-            finished = p.finished
-            shell_died = not self._alive and not finished
-            start = p.start if p.start is not None else self.log.size
-            end = p.end if p.end is not None else self.log.size
-            if finished:
-                assert p.after is not None
-                # "new" reads start after this command's prompt (or skip it once it comes)
-                if p.prompt_end is not None:
-                    self._read_offset = p.prompt_end
-                else:
-                    self._read_offset = p.after
-                    self._skip_prompt_at = p.after
-            else:
-                self._read_offset = self.log.size
-            exit_code = p.exit_code if finished else (self._exit_code if shell_died else None)
-            newlines = p.newlines
-        if reset:
-            exit_code = 137
-        if shell_died and self._revive_if_lost():
-            restarted, shell_died = True, False
-        reset = reset or self.resets > resets_before
-        output, truncated, total = shape_output(
-            self.log, start, end, newlines, max_lines, strip_ansi, self._execute_max_bytes
-        )
-        oom = False
-        if exit_code == 137 and not reset:
-            oom = self._check_oom()
-        result = ExecResult(
-            session_id=self.id,
-            output=output,
-            exit_code=exit_code,
-            timed_out=outcome == "timeout",
-            interrupted=outcome == "cancelled",
-            signals_sent=signals_sent,
-            still_running=not finished and not shell_died and not reset and not restarted,
-            truncated=truncated,
-            total_lines=total,
-            log_range=LogRange(from_byte=start, to_byte=end),
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            oom_killed=oom,
-            idle=outcome == "idle",
-            session_reset=reset,
-            shell_exited=shell_died,
-            shell_restarted=restarted or revived,
-            stray_processes_killed=killed,
-        )
-        self._touch()
-        return result
-
-    def _wait(
-        self,
-        p: Pending,
-        deadline: float,
-        idle_timeout_s: float | None,
-        background: bool,
-        progress: ProgressFn | None,
-        cancel: threading.Event | None,
-        stream: OutputStreamer | None = None,
-    ) -> str:
-        next_progress = time.monotonic() + PROGRESS_EVERY_S
-        while True:
-            with self._cond:
-                while True:
-                    now = time.monotonic()
-                    if p.finished:
-                        return "done"
-                    if not self._alive:
-                        return "exited"
-                    if cancel is not None and cancel.is_set():
-                        return "cancelled"
-                    if now >= deadline:
-                        return "background" if background else "timeout"
-                    wake = deadline if progress is None else min(deadline, next_progress)
-                    if self._lost_since is not None:
-                        quiet_from = max(self._lost_since, self._last_output)
-                        if now - quiet_from >= LOST_QUIET_S:
-                            return "lost"
-                        wake = min(wake, quiet_from + LOST_QUIET_S)
-                    if idle_timeout_s is not None:
-                        quiet_since = max(self._last_output, p.sent_at)
-                        if background and p.start is not None and self.log.size <= p.start:
-                            quiet_since = now  # background: wait for some output first
-                        if now - quiet_since >= idle_timeout_s:
-                            return "idle"
-                        wake = min(wake, quiet_since + idle_timeout_s)
-                    if cancel is not None:
-                        wake = min(wake, now + 0.1)
-                    if progress is not None and now >= next_progress:
-                        break
-                    if stream is not None and stream.pending():
-                        break
-                    self._cond.wait(max(0.0, wake - now))
-            if stream is not None:
-                stream.flush()
-            if progress is not None and time.monotonic() >= next_progress:
-                next_progress = time.monotonic() + PROGRESS_EVERY_S
-                with contextlib.suppress(Exception):
-                    progress(time.monotonic() - p.sent_at, self._last_line(p))
-
-    def _command_start_pid(self, p: Pending) -> int | None:
-        """The pid namespace's last pid just before command ``p`` started (None: unknown)."""
-        known = self._start_pid
-        return known[1] if known is not None and known[0] == p.nonce else None
-
-    def _confirm_lost(self, p: Pending) -> bool:
-        """A prompt came without ``p``'s end marker: True when the shell really idles at its
-        prompt with its markers lost (then it must be replaced), False on a false alarm (a
-        program printed a marker-like sequence, or the marker was only late)."""
-        with self._cond:
-            self._lost_since = None
-            if p.finished or not self._alive:
-                return False
-        try:
-            if self.foreground_pgid() is not None:
-                return False  # a program runs in front: the prompt marker was not the shell's
-        except SandboxError:
-            return False  # cannot look: let the timeout decide
-        if p.start is None:
-            return True  # not even the start marker came: the protocol functions are gone
-        self.resync()
-        return not self.wait_done(GRACE_S)
-
-    def respawn(self) -> bool:
-        """Kill a shell that no longer answers and open a fresh one in the same container.
-
-        The container, the project and other processes stay; the shell's state (directory,
-        variables, functions) is back to the defaults. Not for durable sessions (their shell
-        lives in tmux) or sessions that run a command instead of a shell."""
-        if self.spec.durable or self._destroyed or not self.is_shell:
-            return False
-        old_pid, old = self._shell_pid, self._channel
-        log.warning("session %s: the shell stopped answering, starting a fresh one", self.id)
-        with self._cond:
-            self._generation += 1
-            self._alive = False
-            p = self._pending
-            if p is not None and p.end is None:
-                self._close_lost(p)
-            self._cond.notify_all()
-        if old_pid is not None:
-            with contextlib.suppress(SandboxError):
-                self.backend.run(
-                    self.container_id, ["kill", "-9", str(old_pid)], user=self.spec.user
-                )
-        if old is not None:
-            old.close()
-        return self._reopen()
-
-    def _close_lost(self, p: Pending) -> None:
-        """End command ``p`` whose markers never came: its output is what follows the echo of
-        the typed line, up to the prompt the shell drew after it (exit code unknown)."""
-        size = self.log.size
-        if p.start is None:
-            echoed = self.log.read(p.sent_offset, min(size, p.sent_offset + 65536)).find(b"\n")
-            p.start = p.sent_offset + echoed + 1 if echoed >= 0 else size
-        end = size
-        if self._lost_prompt is not None and self._lost_prompt >= p.start:
-            before = self.log.read(p.start, self._lost_prompt)
-            title = before.rfind(b"\x1b]0;sandbox:")
-            end = p.start + title if title >= 0 else self._lost_prompt
-        p.end = p.after = end
-
-    def _reopen(self) -> bool:
-        self.log.append(RESPAWN_NOTICE)
-        try:
-            self.open_shell()
-        except SandboxError as exc:
-            log.warning("session %s: no new shell (%s)", self.id, exc.message)
-            return False
-        self.shell_restarts += 1
-        return True
-
-    def _revive_if_lost(self) -> bool:
-        """A shell that died without exiting (killed: ``kill -9 $$``, ``kill -9 -1``) is
-        replaced; one that ran ``exit`` (its exit marker came) stays exited, as does a durable
-        session's or a destroyed one."""
-        with self._cond:
-            if (
-                self._alive
-                or self._destroyed
-                or self.spec.durable
-                or not self.is_shell
-                or self._exit_marker is not None
-                or self._channel is None
-            ):
-                return False
-        try:
-            state = self.backend.inspect(self.container_id)
-        except SandboxError:
-            return False
-        if state.status != "running":
-            return False  # killed or paused from outside: the session is over
-        log.warning("session %s: the shell was killed, starting a fresh one", self.id)
-        if self._reopen():
-            return True
-        try:  # the shell's stream can end before the engine reports a killed container
-            if self.backend.inspect(self.container_id).status != "running":
-                return False  # killed from outside after all: the session is over
-        except SandboxError:
-            return False
-        # Not even a new shell lives (its memory is full of tmpfs pages, say): start afresh.
-        try:
-            self.reset()
-        except SandboxError as exc:
-            log.warning("session %s: reset failed: %s", self.id, exc.message)
-            return False
-        return True
-
-    def _last_line(self, p: Pending) -> str:
-        if p.start is None:
-            return ""
-        end = self.log.size
-        text = clean_transcript(self.log.read(max(p.start, end - 4096), end))
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        return lines[-1][:200] if lines else ""
-
-    def reset(self) -> None:
-        """Kill the container, start it again and open a new shell (a fork bomb's last resort)."""
-        log.warning("session %s: resetting its container", self.id)
-        old = self._channel
-        with self._cond:
-            self._generation += 1
-            p = self._pending
-            if p is not None and p.end is None:
-                p.end = p.after = self.log.size
-                p.exit_code = 137
-                if p.start is None:
-                    p.start = p.end
-        if old is not None:
-            old.close()
-        self.backend.restart(self.container_id)
-        self.resets += 1
-        if not self.spec.durable:  # a durable log mirrors the container's file: add nothing
-            self.log.append(RESET_NOTICE)
-        self.open_shell()
 
     def _attended(self) -> bool:
         """Someone waits on this session's output: an execute, a read, a person's terminal."""

@@ -103,6 +103,15 @@ class SessionState:
     _activity_mono: float
     _watchers: int
     _attention: threading.Event  # set when someone starts to wait on output or types
+    _generation: int  # of the shell: a reader of an older one changes nothing
+    _exit_marker: int | None
+    _shell_token: str | None
+    _prompt_seen: bool
+    _prompt_marker_works: bool
+    _skip_prompt_at: int | None
+    _start_pid: tuple[str, int | None] | None
+    _lost_since: float | None
+    _lost_prompt: int | None
 
     def reset(self) -> None:
         """Kill the container, start it again and reopen the shell (see ``Session``)."""
