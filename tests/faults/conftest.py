@@ -5,15 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-
-import httpx
 
 from tests.integration.conftest import *  # noqa: F403  (docker_client, allowed_root, ...)
 from tests.security.conftest import (  # noqa: F401  (fixtures)
@@ -23,22 +16,7 @@ from tests.security.conftest import (  # noqa: F401  (fixtures)
     sec_config,
     sec_project,
 )
-
-START_S = 30
-
-
-@dataclass
-class Served:
-    proc: subprocess.Popen[bytes]
-    base: str
-    port: int
-    env: dict[str, str]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.served import Served, free_port, start_server, stop_server  # noqa: F401
 
 
 def serve_env(owner: str, state: Path, allowed_root: Path, **extra: str) -> dict[str, str]:
@@ -52,31 +30,6 @@ def serve_env(owner: str, state: Path, allowed_root: Path, **extra: str) -> dict
         **extra,
     )
     return env
-
-
-def start_server(env: dict[str, str], port: int | None = None) -> Served:
-    """``sandbox serve`` on 127.0.0.1, once it answers /healthz."""
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_S
-    while True:
-        assert proc.poll() is None, "sandbox serve exited during startup"
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                return Served(proc, base, port, env)
-        assert time.monotonic() < deadline, "sandbox serve did not answer /healthz"
-        time.sleep(0.1)
-
-
-def stop_server(served: Served) -> int:
-    if served.proc.poll() is None:
-        served.proc.terminate()
-    return served.proc.wait(timeout=30)
 
 
 @contextlib.contextmanager

@@ -14,8 +14,6 @@ import pty
 import secrets
 import select
 import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -24,7 +22,6 @@ from typing import Any
 
 import anyio
 import docker
-import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -36,6 +33,7 @@ from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
 from tests.conftest import make_project
 from tests.integration.conftest import make_config
+from tests.served import start_server
 
 pytestmark = pytest.mark.docker
 
@@ -60,9 +58,6 @@ class Server:
     """A ``sandbox serve`` process on loopback that tests can call, kill and restart."""
 
     def __init__(self, owner: str, root: Path, state: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
         env = dict(os.environ)
         env.pop("SANDBOX_TOKEN", None)
         env.update(
@@ -72,20 +67,8 @@ class Server:
             SANDBOX_MEMORY_MB="512",
         )
         self.env = env
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sandbox", "serve", "--port", str(self.port)], env=env
-        )
-        self.base = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.proc.poll() is None, "sandbox serve exited during startup"
-            try:
-                if httpx.get(self.base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "sandbox serve did not answer /healthz"
-            time.sleep(0.1)
+        served = start_server(env, quiet=False)
+        self.proc, self.port, self.base = served.proc, served.port, served.base
 
     def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         async def go() -> dict[str, Any]:

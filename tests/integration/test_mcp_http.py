@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +24,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.config import LABEL_OWNER
+from tests.served import Served, start_server
 
 pytestmark = pytest.mark.docker
 
 OWNER = f"mcptest-{secrets.token_hex(4)}"
 TOKEN = secrets.token_hex(16)
-START_S = 30
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -44,19 +41,6 @@ INIT = {
     },
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-@dataclass
-class Served:
-    proc: subprocess.Popen[bytes]
-    base: str
-    port: int
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server_env(allowed_root: Path, state: Path, token: str | None) -> dict[str, str]:
@@ -88,24 +72,10 @@ def engine(docker_client: object) -> Iterator[docker.DockerClient]:
 def served(
     engine: docker.DockerClient, allowed_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
-    port = free_port()
     state = tmp_path_factory.mktemp("http-state")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox", "serve", "--host", "0.0.0.0", "--port", str(port)],
-        env=server_env(allowed_root, state, TOKEN),
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_S
-    while True:
-        assert proc.poll() is None, "sandbox serve exited during startup"
-        try:
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "sandbox serve did not answer /healthz"
-        time.sleep(0.1)
-    yield Served(proc, base, port)
+    served = start_server(server_env(allowed_root, state, TOKEN), host="0.0.0.0", quiet=False)
+    proc = served.proc
+    yield served
     proc.terminate()
     assert proc.wait(timeout=30) == 0
     leftovers = engine.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={OWNER}"})

@@ -9,13 +9,8 @@ import contextlib
 import json
 import os
 import secrets
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from sandbox.config import LABEL_OWNER
 from tests.conftest import make_project
 from tests.security.conftest import SEC_OWNER
+from tests.served import Served, free_port, start_server
 
 pytestmark = pytest.mark.docker
 
@@ -52,19 +48,6 @@ INIT = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-@dataclass
-class Served:
-    proc: subprocess.Popen[bytes]
-    base: str
-    port: int
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(
     engine: docker.DockerClient, allowed_root: Path, tmp_path_factory: pytest.TempPathFactory
@@ -83,21 +66,9 @@ def served(
         SANDBOX_HTTP_MAX_CLIENTS=str(MAX_CLIENTS),
         SANDBOX_RECORD="0",
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        assert proc.poll() is None, "sandbox serve exited during startup"
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                break
-        assert time.monotonic() < deadline, "sandbox serve did not answer /healthz"
-        time.sleep(0.1)
-    yield Served(proc, base, port)
+    served = start_server(env, port=port)
+    proc = served.proc
+    yield served
     proc.terminate()
     assert proc.wait(timeout=30) == 0
     mine = {"label": f"{LABEL_OWNER}={OWNER}"}

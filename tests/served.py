@@ -1,0 +1,58 @@
+"""``sandbox serve`` as a subprocess for the tests that drive it over HTTP: start it on a free
+port, wait until it answers ``/healthz``, stop it."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import httpx
+
+START_S = 30  # a loaded engine can take a while: startup runs gc and adopts durable sessions
+
+
+@dataclass
+class Served:
+    proc: subprocess.Popen[bytes]
+    base: str
+    port: int
+    env: dict[str, str]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(
+    env: dict[str, str], *, host: str = "127.0.0.1", port: int | None = None, quiet: bool = True
+) -> Served:
+    """``sandbox serve`` on ``host`` (reached on loopback), once it answers /healthz.
+    ``quiet`` drops its stderr (tests that provoke errors on purpose)."""
+    port = port or free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sandbox", "serve", "--host", host, "--port", str(port)],
+        env=env,
+        stderr=subprocess.DEVNULL if quiet else None,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_S
+    while True:
+        assert proc.poll() is None, "sandbox serve exited during startup"
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
+                return Served(proc, base, port, env)
+        assert time.monotonic() < deadline, "sandbox serve did not answer /healthz"
+        time.sleep(0.1)
+
+
+def stop_server(served: Served) -> int:
+    """SIGTERM (if it still runs), then its exit code."""
+    if served.proc.poll() is None:
+        served.proc.terminate()
+    return served.proc.wait(timeout=30)
