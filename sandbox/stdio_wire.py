@@ -29,6 +29,7 @@ import anyio.lowlevel
 log = logging.getLogger(__name__)
 
 _CHUNK = select.PIPE_BUF  # a blocking write of at most this much never waits once poll says POLLOUT
+FINISH_LINE_S = 1.0  # a reply cut by shutdown: how long to wait for the client to take the rest
 
 
 class WireWriter:
@@ -40,12 +41,22 @@ class WireWriter:
         self._poll.register(fd, select.POLLOUT)
 
     async def write(self, text: str) -> None:
-        data = memoryview(text.encode("utf-8"))
-        while data:
+        rest = [memoryview(text.encode("utf-8"))]
+        try:
+            await self._send(rest)
+        except anyio.get_cancelled_exc_class():
+            # Stopping mid-line would leave the client half a JSON message: finish the line
+            # if the client reads within a moment.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(FINISH_LINE_S):
+                await self._send(rest)
+            raise
+
+    async def _send(self, rest: list[memoryview]) -> None:
+        while rest[0]:
             if not self._poll.poll(0):
                 await anyio.wait_writable(self._fd)
-            written = os.write(self._fd, data[:_CHUNK])
-            data = data[written:]
+            written = os.write(self._fd, rest[0][:_CHUNK])
+            rest[0] = rest[0][written:]
 
     async def flush(self) -> None:
         """Nothing is buffered: each write went to the file descriptor."""
@@ -61,13 +72,20 @@ def claimed_stdio() -> Iterator[tuple[int, int]]:
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     _point(0, lambda: os.open(os.devnull, os.O_RDONLY))
-    _point(1, lambda: os.dup(2))
+    _point(1, _stderr_or_null)
     try:
         yield wire_in, wire_out
     finally:
         for fd, wire in ((1, wire_out), (0, wire_in)):
             with contextlib.suppress(OSError):
                 os.dup2(wire, fd)
+
+
+def _stderr_or_null() -> int:
+    try:
+        return os.dup(2)
+    except OSError:  # no stderr: stray output goes nowhere rather than onto the wire
+        return os.open(os.devnull, os.O_WRONLY)
 
 
 def _point(fd: int, open_target: Callable[[], int]) -> None:
@@ -82,24 +100,51 @@ def _point(fd: int, open_target: Callable[[], int]) -> None:
 
 
 async def wire_lines(fd: int) -> AsyncIterator[str]:
-    """Lines from ``fd`` (without their newline), read on the event loop until EOF."""
-    pending = b""
+    """Lines from ``fd`` (without their newline), read on the event loop until EOF or a read
+    error (a client that went away)."""
+    lines = _LineSplitter()
     while True:
         try:
             await anyio.wait_readable(fd)
         except OSError:  # epoll cannot watch it (a regular file): a thread reads instead
-            async for text in _thread_lines(fd, pending):
+            async for text in _thread_lines(fd, lines.pending()):
                 yield text
             return
-        chunk = os.read(fd, 65536)
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError as exc:  # e.g. a socketpair whose client died: that is EOF
+            log.debug("stdin read failed: %s", exc)
+            break
         if not chunk:
             break
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
+        for line in lines.feed(chunk):
             yield line.decode("utf-8", "replace")
-    if pending.strip():
-        yield pending.decode("utf-8", "replace")
+    last = lines.pending()
+    if last.strip():
+        yield last.decode("utf-8", "replace")
+
+
+class _LineSplitter:
+    """Splits a byte stream into lines, looking at each byte once (a long line costs linear
+    time, not the square of its length, on the event loop)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        start = len(self._buf)
+        self._buf += chunk
+        out: list[bytes] = []
+        begin = 0
+        while (end := self._buf.find(b"\n", start)) >= 0:
+            out.append(bytes(self._buf[begin:end]))
+            begin = start = end + 1
+        if begin:
+            del self._buf[:begin]
+        return out
+
+    def pending(self) -> bytes:
+        return bytes(self._buf)
 
 
 async def _thread_lines(fd: int, pending: bytes) -> AsyncIterator[str]:
@@ -108,13 +153,13 @@ async def _thread_lines(fd: int, pending: bytes) -> AsyncIterator[str]:
     token = anyio.lowlevel.current_token()
 
     def pump() -> None:
-        rest = pending
+        lines = _LineSplitter()
+        lines.feed(pending)
         try:
             while chunk := os.read(fd, 65536):
-                rest += chunk
-                *lines, rest = rest.split(b"\n")
-                for line in lines:
+                for line in lines.feed(chunk):
                     anyio.from_thread.run(send.send, line.decode("utf-8", "replace"), token=token)
+            rest = lines.pending()
             if rest.strip():
                 anyio.from_thread.run(send.send, rest.decode("utf-8", "replace"), token=token)
         except Exception as exc:  # the loop is gone, or stdin broke

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 
+from sandbox import stdio_wire
 from sandbox.stdio_wire import WireWriter, wire_lines
 
 pytestmark = pytest.mark.anyio
@@ -44,51 +47,92 @@ async def test_lines_from_a_pipe_keep_a_last_line_without_newline() -> None:
         os.close(r)
 
 
-async def test_lines_from_a_regular_file_use_a_reader_thread(tmp_path: Path) -> None:
+async def test_lines_from_a_regular_file_use_a_reader_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "requests.jsonl"
     path.write_bytes(b"one\ntwo\n\nthree")
+    fallbacks: list[int] = []
+    thread_lines = stdio_wire._thread_lines
+
+    def counting(fd: int, pending: bytes) -> AsyncIterator[str]:
+        fallbacks.append(fd)
+        return thread_lines(fd, pending)
+
+    monkeypatch.setattr(stdio_wire, "_thread_lines", counting)
     fd = os.open(path, os.O_RDONLY)
     try:
         with anyio.fail_after(5):
             assert await _collect(fd) == ["one", "two", "", "three"]
     finally:
         os.close(fd)
+    assert fallbacks == [fd]  # epoll cannot watch a regular file
 
 
-async def test_a_reply_larger_than_the_pipe_never_blocks_the_loop() -> None:
+async def test_a_long_line_arrives_whole() -> None:
     r, w = os.pipe()
-    message = "x" * (1 << 20) + "\n"  # 16 times a pipe's default capacity
-    received = bytearray()
+    line = b"x" * (8 << 20)
 
-    def slow_reader() -> None:
-        while chunk := os.read(r, 65536):
-            received.extend(chunk)
-            time.sleep(0.002)
+    def feed() -> None:
+        view = memoryview(line + b"\nnext\n")
+        while view:
+            view = view[os.write(w, view[:65536]) :]
+        os.close(w)
 
-    reader = threading.Thread(target=slow_reader)
-    reader.start()
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await anyio.sleep(0.001)
-            ticks += 1
-
+    threading.Thread(target=feed).start()
     try:
         with anyio.fail_after(30):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ticker)
-                writer = WireWriter(w)
-                await writer.write(message)
-                await writer.flush()
-                tg.cancel_scope.cancel()
+            lines = await _collect(r)
+    finally:
+        os.close(r)
+    assert [len(x) for x in lines] == [len(line), 4]
+
+
+async def test_a_client_gone_with_replies_unread_is_end_of_input() -> None:
+    ours, theirs = socket.socketpair()
+    try:
+        theirs.sendall(b"first\n")
+        ours.sendall(b"a reply the client never reads\n")
+        theirs.close()  # with unread data: our next read fails with ECONNRESET
+        with anyio.fail_after(5):
+            assert await _collect(ours.fileno()) == ["first"]
+    finally:
+        ours.close()
+
+
+async def test_a_reply_cut_by_shutdown_is_still_finished_as_a_line() -> None:
+    r, w = os.pipe()
+    message = "y" * (256 << 10) + "\n"  # more than the pipe holds
+    received = bytearray()
+
+    def late_reader() -> None:
+        time.sleep(0.4)  # after the cancel: the client reads again a moment later
+        while chunk := os.read(r, 65536):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=late_reader)
+    reader.start()
+    try:
+        with anyio.move_on_after(0.2) as scope:
+            await WireWriter(w).write(message)
+        assert scope.cancelled_caught
     finally:
         os.close(w)
         reader.join(10)
         os.close(r)
-    assert received == message.encode()
-    assert ticks > 5  # the loop ran other tasks while the pipe was full
+    assert received == message.encode()  # the whole line, not the part before the cancel
+
+
+async def test_a_cut_reply_gives_up_when_the_client_never_reads() -> None:
+    r, w = os.pipe()
+    try:
+        t0 = time.monotonic()
+        with anyio.fail_after(10), anyio.move_on_after(0.2):
+            await WireWriter(w).write("z" * (256 << 10) + "\n")
+        assert time.monotonic() - t0 < 0.2 + stdio_wire.FINISH_LINE_S + 2
+    finally:
+        os.close(w)
+        os.close(r)
 
 
 def test_claimed_stdio_sends_stray_output_to_stderr_and_restores_stdout() -> None:
