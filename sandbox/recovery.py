@@ -76,6 +76,7 @@ class RecoveryMixin(ControlMixin):
                 )
         if old is not None:
             old.close()
+        self._attend()  # the old reader may be paused: let it see its channel closed
         return self._reopen()
 
     def _close_lost(self, p: Pending) -> None:
@@ -152,6 +153,7 @@ class RecoveryMixin(ControlMixin):
                     p.start = p.end
         if old is not None:
             old.close()
+        self._attend()  # the old reader may be paused: let it see its channel closed
         self.backend.restart(self.container_id)
         self.resets += 1
         if not self.spec.durable:  # a durable log mirrors the container's file: add nothing

@@ -266,7 +266,7 @@ class Session(ViewsMixin, CommandsMixin):
                 pause = max(pause, UNATTENDED_PAUSE_S)
             if pause > 0:
                 self._attention.clear()
-                if not self._attended():
+                if not self._attended() and self._current(generation):
                     self._attention.wait(pause)
         code = channel.exit_code()
         deadline = time.monotonic() + 2.0
@@ -350,6 +350,11 @@ class Session(ViewsMixin, CommandsMixin):
         with contextlib.suppress(SandboxError):
             channel.write(b"".join(replies))
 
+    def _current(self, generation: int) -> bool:
+        """Whether a reader of shell ``generation`` still serves a live session (a replaced,
+        detached or destroyed one must not pause: its channel is closing)."""
+        return generation == self._generation and not self._destroyed
+
     def _attended(self) -> bool:
         """Someone waits on this session's output: an execute, a read, a person's terminal."""
         return self._exec_lock.locked() or self._watchers > 0
@@ -369,6 +374,7 @@ class Session(ViewsMixin, CommandsMixin):
             self._cond.notify_all()
         if channel is not None:
             channel.close()
+        self._attend()  # a reader paused by the unattended budget sees the end now
 
     def close(self) -> Destroyed:
         """Stop the shell and release local resources (the manager removes the container)."""
@@ -376,6 +382,7 @@ class Session(ViewsMixin, CommandsMixin):
         channel = self._channel
         if channel is not None:
             channel.close()
+        self._attend()
         with self._cond:
             self._alive = False
             self._cond.notify_all()

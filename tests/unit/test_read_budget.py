@@ -75,3 +75,17 @@ def test_an_unattended_flood_waits_on_its_writes_and_loses_nothing(
     assert read.matched
     flood = session.log.read(start, session.log.size)
     assert total <= flood.count(b"Q") <= total + 4  # the typed command line has one Q
+
+
+def test_an_execute_ends_the_readers_pause_at_once(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each execute's prompt arrives after its end marker, when nobody waits: the reader
+    # pauses. The next execute must wake it, not wait the pause out.
+    monkeypatch.setattr(session_module, "UNATTENDED_PAUSE_S", 5.0)
+    created = manager.create(CreateRequest(project_path=str(tmp_path / "proj")))
+    session = manager.get(created.session_id)
+    t0 = time.monotonic()
+    for i in range(3):
+        assert session.execute(f"echo {i}", timeout_s=20).output == f"{i}\n"
+    assert time.monotonic() - t0 < 5.0  # one pause waited out would take 5 s
