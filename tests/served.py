@@ -42,13 +42,19 @@ def start_server(
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_S
-    while True:
-        assert proc.poll() is None, "sandbox serve exited during startup"
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                return Served(proc, base, port, env)
-        assert time.monotonic() < deadline, "sandbox serve did not answer /healthz"
-        time.sleep(0.1)
+    try:
+        while True:
+            assert proc.poll() is None, "sandbox serve exited during startup"
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
+                    return Served(proc, base, port, env)
+            assert time.monotonic() < deadline, "sandbox serve did not answer /healthz"
+            time.sleep(0.1)
+    except BaseException:
+        if proc.poll() is None:  # never leave a half-started server behind
+            proc.terminate()
+            proc.wait(timeout=30)
+        raise
 
 
 def stop_server(served: Served) -> int:
