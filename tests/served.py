@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 START_S = 30  # a loaded engine can take a while: startup runs gc and adopts durable sessions
 
 
@@ -62,3 +64,17 @@ def stop_server(served: Served) -> int:
     if served.proc.poll() is None:
         served.proc.terminate()
     return served.proc.wait(timeout=30)
+
+
+def initialize(client: str, ident: int = 1) -> dict[str, Any]:
+    """A JSON-RPC ``initialize`` request, for tests that speak the protocol by hand."""
+    return {
+        "jsonrpc": "2.0",
+        "id": ident,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "0"},
+        },
+    }

@@ -16,6 +16,7 @@ import pytest
 from sandbox.config import LABEL_OWNER
 from tests.conftest import make_project
 from tests.faults.conftest import SEC_OWNER, mcp_calls, running_server, serve_env, start_server
+from tests.served import initialize
 
 pytestmark = pytest.mark.docker
 
@@ -88,16 +89,7 @@ def test_a_client_that_disconnects_mid_execute_leaves_nothing_behind(
         ]["session_id"]
         init = httpx.post(
             served.base + "/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "gone", "version": "0"},
-                },
-            },
+            json=initialize("gone"),
             headers=headers,
             timeout=10,
         )

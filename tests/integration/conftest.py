@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 
 from sandbox.config import LABEL_MANAGED, LABEL_OWNER, SandboxConfig
 from sandbox.manager import SessionManager
+
+REPO = Path(__file__).resolve().parents[2]
 
 RUN_OWNER = f"test-{secrets.token_hex(4)}"
 
@@ -68,3 +71,23 @@ def manager(docker_client: object, allowed_root: Path) -> Iterator[SessionManage
     mgr = SessionManager(make_config(allowed_root))
     yield mgr
     mgr.close()
+
+
+def ensure_server_image(client: object, image: str) -> None:
+    """Build the server image with scripts/server-image.sh when the engine lacks it."""
+    import docker
+
+    assert isinstance(client, docker.DockerClient)
+    try:
+        client.images.get(image)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    run = subprocess.run(
+        ["bash", str(REPO / "scripts" / "server-image.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert run.returncode == 0, f"scripts/server-image.sh failed:\n{run.stderr[-4000:]}"

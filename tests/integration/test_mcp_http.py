@@ -24,23 +24,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.config import LABEL_OWNER
-from tests.served import Served, start_server
+from tests.served import MCP_HEADERS, Served, initialize, start_server
 
 pytestmark = pytest.mark.docker
 
 OWNER = f"mcptest-{secrets.token_hex(4)}"
 TOKEN = secrets.token_hex(16)
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "http-test", "version": "0"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INIT = initialize("http-test")
 
 
 def server_env(allowed_root: Path, state: Path, token: str | None) -> dict[str, str]:

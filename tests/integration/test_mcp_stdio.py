@@ -23,6 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
 
 from sandbox.config import LABEL_OWNER, LABEL_SESSION
+from tests.served import initialize
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -254,18 +255,7 @@ def test_server_exits_on_stdin_eof_and_removes_its_containers(
         return answer
 
     try:
-        rpc(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "eof-test", "version": "0"},
-                },
-            }
-        )
+        rpc(initialize("eof-test"))
         rpc({"jsonrpc": "2.0", "method": "notifications/initialized"})
         answer = rpc(
             {

@@ -10,7 +10,6 @@ built once (``scripts/server-image.sh``) when it is missing. Every server and se
 from __future__ import annotations
 
 import secrets
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import sandbox
 import sandbox.testing
 from sandbox.config import LABEL_OWNER
 from sandbox.testing import SandboxServerContainer, SandboxToolError
+from tests.integration.conftest import ensure_server_image
 
 pytestmark = pytest.mark.docker
 pytest_plugins = ("pytester",)
@@ -37,23 +37,6 @@ def owner(tag: str) -> str:
     return f"teamtest-{RUN}-{tag}"
 
 
-def ensure_server_image(client: docker.DockerClient) -> None:
-    """Build sandbox-server:latest with scripts/server-image.sh when the engine lacks it."""
-    try:
-        client.images.get(IMAGE)
-        return
-    except docker.errors.ImageNotFound:
-        pass
-    run = subprocess.run(
-        ["bash", str(REPO / "scripts" / "server-image.sh")],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert run.returncode == 0, f"scripts/server-image.sh failed:\n{run.stderr[-4000:]}"
-
-
 def leftovers(client: docker.DockerClient, label: str) -> list[str]:
     found = client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={label}"})
     for container in found:
@@ -64,7 +47,7 @@ def leftovers(client: docker.DockerClient, label: str) -> list[str]:
 @pytest.fixture(scope="module")
 def engine(docker_client: object) -> Iterator[docker.DockerClient]:
     assert isinstance(docker_client, docker.DockerClient)
-    ensure_server_image(docker_client)
+    ensure_server_image(docker_client, IMAGE)
     yield docker_client
     left = [
         c.name

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from sandbox.config import LABEL_OWNER
 from tests.conftest import make_project
 from tests.security.conftest import SEC_OWNER
-from tests.served import Served, free_port, start_server
+from tests.served import MCP_HEADERS, Served, free_port, initialize, start_server
 
 pytestmark = pytest.mark.docker
 
@@ -35,17 +35,7 @@ TOKEN_B = secrets.token_hex(16)
 QUOTA = 2
 MAX_BODY = 64 * 1024
 MAX_CLIENTS = 24
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "abuse", "version": "0"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INIT = initialize("abuse")
 
 
 @pytest.fixture(scope="module")
