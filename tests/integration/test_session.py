@@ -353,3 +353,22 @@ def test_warm_pool_serves_labelled_sessions_and_cleans_up(
     finally:
         pooled.close()
     assert docker_client.containers.list(all=True, filters=label) == []
+
+
+def test_an_unattended_flood_is_drained_at_the_budget_and_loses_nothing(session: Session) -> None:
+    # Defaults: past a 1 MiB burst, 256 KiB/s while no execute, read or person waits.
+    total = 8 << 20
+    start = session.log.size
+    started = session.execute(
+        f"sleep 1; head -c {total} /dev/zero | tr '\\0' Q; echo; echo flood-$((6*7))",
+        background=True,
+        timeout_s=0.5,
+    )
+    assert started.still_running
+    time.sleep(3.0)  # the flood runs for 2 s with nobody waiting
+    unattended = session.log.size - start
+    assert unattended < (5 << 20) // 2  # 1 MiB + 2 s at 256 KiB/s + a read; unthrottled: 8 MiB
+    read = session.read(wait_for="flood-42", timeout_ms=60_000)  # attending: full speed again
+    assert read.matched
+    flood = session.log.read(start, session.log.size)
+    assert total <= flood.count(b"Q") <= total + 4  # the typed command line has one Q

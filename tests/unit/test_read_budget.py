@@ -11,6 +11,7 @@ import pytest
 from sandbox import session as session_module
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
+from sandbox.errors import InvalidArgumentError
 from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
 from sandbox.read_budget import ReadBudget
@@ -89,3 +90,14 @@ def test_an_execute_ends_the_readers_pause_at_once(
     for i in range(3):
         assert session.execute(f"echo {i}", timeout_s=20).output == f"{i}\n"
     assert time.monotonic() - t0 < 5.0  # one pause waited out would take 5 s
+
+
+def test_the_rate_comes_from_the_environment_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    base = {"SANDBOX_STATE_DIR": str(tmp_path / "s"), "SANDBOX_ALLOWED_ROOTS": str(tmp_path)}
+    config = SandboxConfig.from_env({**base, "SANDBOX_UNATTENDED_RATE_KIB": "64"})
+    assert config.unattended_rate_kib == 64
+    assert SandboxConfig.from_env(base).unattended_rate_kib == 256
+    with pytest.raises(InvalidArgumentError) as bad:
+        SandboxConfig.from_env({**base, "SANDBOX_UNATTENDED_RATE_KIB": "-1"})
+    assert "SANDBOX_UNATTENDED_RATE_KIB" in bad.value.message
+    assert bad.value.hint
