@@ -8,8 +8,10 @@ callers' threads do the rest on demand. ``_cond`` guards the shared state and wa
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -126,6 +128,17 @@ class SessionState:
                 + (f" with code {self._exit_code}" if self._exit_code is not None else ""),
             )
         return self._channel
+
+    @contextlib.contextmanager
+    def _watching(self) -> Iterator[None]:
+        """Count the caller (holding ``_cond``) as waiting on output: the reader runs at full
+        speed meanwhile, woken at once if it pauses."""
+        self._watchers += 1
+        self._attend()
+        try:
+            yield
+        finally:
+            self._watchers -= 1
 
     def _attend(self) -> None:
         """Wake a reader that pauses between reads of unattended output: an answer is due."""

@@ -29,17 +29,12 @@ class ViewsMixin(SessionState):
         """Block until the log grows past ``offset``, the shell ends, or the timeout; return the
         log's size (read the new bytes with ``log.read(offset, size)``)."""
         deadline = time.monotonic() + timeout_s
-        with self._cond:
-            self._watchers += 1
-            self._attend()
-            try:
-                while self.log.size <= offset and self._alive:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._cond.wait(remaining)
-            finally:
-                self._watchers -= 1
+        with self._cond, self._watching():
+            while self.log.size <= offset and self._alive:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
             return self.log.size
 
     def send(
@@ -120,12 +115,8 @@ class ViewsMixin(SessionState):
                 wake = deadline
                 if idle_ms is not None:
                     wake = min(wake, last + idle_ms / 1000)
-                self._watchers += 1
-                self._attend()
-                try:
+                with self._watching():
                     self._cond.wait(max(0.005, min(wake - now, 0.25)))
-                finally:
-                    self._watchers -= 1
         content, lines, has_more = self._content(view, strip_ansi, offset, limit, peek=False)
         snap = self._snapshot()
         with self._cond:
