@@ -183,7 +183,7 @@ class CommandsMixin(RecoveryMixin):
             esc = escalate(self, grace_s=GRACE_S)
             signals_sent, reset, restarted = esc.signals_sent, esc.reset, esc.shell_restarted
             if not reset and not restarted and self._alive:
-                killed = self.sweep(self._command_start_pid(p))
+                killed = self.sweep(self._command_start_pid(p), p.nonce)
                 if killed < 0:  # not even a control command runs: what is left fills the pids
                     log.warning("session %s: cannot look for stray processes: resetting", self.id)
                     try:

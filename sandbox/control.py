@@ -26,7 +26,10 @@ SWEEP_ROUNDS = 4
 # they wrap at pid_max: after a wrap (or with no start pid: @AFTER@ = -1) every process of the
 # user goes, as it does when the container is at 90% of its pids limit (a fork bomb an earlier
 # command left behind makes the session unusable anyway). Each round stops the processes first
-# so a forking loop cannot outrun the kill.
+# so a forking loop cannot outrun the kill. A process whose environment names another command
+# (``SANDBOX_COMMAND``, exported by the start marker's function) is spared unless the pids limit
+# is that full: a daemon an earlier command started can fork after this command began (``setsid``
+# does, once more, when it leads its process group), and its pid alone would condemn it.
 # Only builtins: it must work when the pids limit leaves no room for a fork. Prints the number
 # of processes killed. It refuses to run ("swept -2") unless PID 1 is the session container's
 # init, which runs as the keepalive's uid: never on a host (PID 1 is root's there), whatever
@@ -34,13 +37,13 @@ SWEEP_ROUNDS = 4
 SWEEP_SCRIPT = r"""
 p1=; while read -r k v _; do [ "$k" = Uid: ] && { p1=$v; break; }; done </proc/1/status
 [ "$p1" = @KEEPALIVE@ ] || { echo "swept -2"; exit 0; }
-after=@AFTER@; shell=@SHELL@; self=$$; skip_tmux=@DURABLE@
+after=@AFTER@; shell=@SHELL@; self=$$; skip_tmux=@DURABLE@; nonce=@NONCE@; full=0
 last=0; read -r last </proc/sys/kernel/ns_last_pid 2>/dev/null
 [ "$after" -ge 0 ] && [ "$last" -ge "$after" ] 2>/dev/null || after=-1
 for c in /sys/fs/cgroup/pids /sys/fs/cgroup; do
   cur=; max=; read -r cur <$c/pids.current 2>/dev/null; read -r max <$c/pids.max 2>/dev/null
   if [ -n "$cur" ] && [ "$max" -gt 0 ] 2>/dev/null; then
-    [ $((cur * 10)) -ge $((max * 9)) ] && after=-1
+    [ $((cur * 10)) -ge $((max * 9)) ] && { after=-1; full=1; }
     break
   fi
 done
@@ -57,6 +60,13 @@ while [ $round -lt @ROUNDS@ ]; do
     [ "$2" = "$self" ] && continue
     if [ "$skip_tmux" = 1 ]; then
       case "${st#*(}" in tmux*|tail*) continue ;; esac
+    fi
+    if [ "$full" = 0 ] && [ -n "$nonce" ]; then
+      tag=
+      while IFS= read -r -d '' kv; do
+        case "$kv" in SANDBOX_COMMAND=*) tag=${kv#SANDBOX_COMMAND=}; break ;; esac
+      done <"$d/environ" 2>/dev/null
+      [ -n "$tag" ] && [ "$tag" != "$nonce" ] && continue
     fi
     victims="$victims $p"
   done
@@ -113,10 +123,12 @@ class ControlMixin(SessionState):
             log.info("kill -%s -%s: %s", signal, pgid, result.output.decode(errors="replace"))
         return result.exit_code == 0 or b"No such process" in result.output
 
-    def sweep(self, after_pid: int | None) -> int:
+    def sweep(self, after_pid: int | None, command: str | None = None) -> int:
         """Kill every process of the shell's user born after ``after_pid`` except the shell
-        (None: every one but the shell). Returns how many were killed, -1 when the control
-        command could not run (the pids limit is full: the caller resets the container)."""
+        (None: every one but the shell), sparing those whose environment says another command
+        than ``command`` (a nonce) started them. Returns how many were killed, -1 when the
+        control command could not run (the pids limit is full: the caller resets the
+        container)."""
         shell = self._shell_pid
         if shell is None:
             return 0
@@ -128,6 +140,7 @@ class ControlMixin(SessionState):
             .replace("@SHELL@", str(int(shell)))
             .replace("@DURABLE@", "1" if self.spec.durable else "0")
             .replace("@ROUNDS@", str(SWEEP_ROUNDS))
+            .replace("@NONCE@", command if command and command.isalnum() else "")
         )
         try:
             result = self.backend.run(

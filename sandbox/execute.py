@@ -11,7 +11,10 @@ Every command is typed as ONE line::
 - ``__sb_s`` prints the start marker, ``__sb_e`` the end marker with the status. The start
   marker also carries the pid namespace's last allocated pid (``ns_last_pid``, read by a builtin,
   no fork): every process with a higher pid was born during the command, which is how a timeout
-  finds and stops what escaped the process group (``setsid``, ``nohup``, double forks). When a
+  finds and stops what escaped the process group (``setsid``, ``nohup``, double forks). It also
+  exports ``SANDBOX_COMMAND=NONCE``, which every process the command starts inherits: a process
+  an *earlier* command left running can fork after this one started (``setsid`` forks once more
+  when it leads its group), and its environment says it is not this command's. When a
   command is interrupted the rest of the line never runs, so ``PROMPT_COMMAND`` prints the end
   marker instead (with 130 after ^C, 137 after SIGKILL).
 - Markers are private OSC sequences ``ESC ]777;sb;NONCE;S BEL`` / ``...;E;STATUS BEL``: invisible
@@ -40,7 +43,8 @@ HISTFILE="$HOME/.bash_history"
 HISTCONTROL=ignorespace
 __sb_n=
 __sb_s() {
-  __sb_n=$1; local l=; read -r l 2>/dev/null </proc/sys/kernel/ns_last_pid || :
+  __sb_n=$1; export SANDBOX_COMMAND=$1
+  local l=; read -r l 2>/dev/null </proc/sys/kernel/ns_last_pid || :
   printf '\033]777;sb;%s;S;%s\007' "$1" "$l"
 }
 __sb_e() {

@@ -73,6 +73,19 @@ def test_a_daemon_started_by_an_earlier_command_survives_a_later_timeout(fresh: 
     assert "sleep 777" in left[0]
 
 
+def test_a_daemon_an_earlier_command_forks_late_survives_a_later_timeout(fresh: Session) -> None:
+    # The daemon is born while the later command runs, so its pid is above that command's
+    # start: only its environment (the earlier command's SANDBOX_COMMAND) tells them apart.
+    late = "(sleep 0.5; setsid sleep 778 >/dev/null 2>&1 </dev/null &) >/dev/null 2>&1 &"
+    assert fresh.execute(f"{late} echo ok", timeout_s=5).exit_code == 0
+    stopped = fresh.execute("setsid sleep 1002 & sleep 1000", timeout_s=1.5)
+    assert stopped.timed_out
+    assert stopped.stray_processes_killed >= 1
+    left = user_processes(fresh)
+    assert any("sleep 778" in line for line in left), left
+    assert not any("sleep 100" in line for line in left), left
+
+
 def test_killing_pid_1_or_the_container_from_inside_fails(fresh: Session) -> None:
     result = fresh.execute(
         "kill -9 1 2>&1; kill -KILL -1 2>/dev/null; echo unreachable", timeout_s=10
