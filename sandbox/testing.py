@@ -45,6 +45,7 @@ killed before they can clean up.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -356,9 +357,14 @@ class SandboxServerContainer(DockerContainer):
             result = await client.call_tool(tool, arguments or {})
         content = result.structured_content
         data: dict[str, Any] = content if isinstance(content, dict) else {}
-        if result.is_error:
-            error = data.get("error") or {}
+        if result.is_error:  # the contract's {"error": ...} is the text (no structured content)
             text = " ".join(getattr(block, "text", "") for block in result.content)
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = {}
+            error = parsed.get("error") if isinstance(parsed, dict) else None
+            error = error if isinstance(error, dict) else {}
             raise SandboxToolError(
                 tool,
                 str(error.get("code", "ERROR")),
