@@ -178,14 +178,33 @@ class DockerExecChannel:
 class DockerBackend:
     """Containers on a Docker-API engine (Docker Engine, Docker Desktop, Podman)."""
 
-    def __init__(self, client: docker.DockerClient | None = None) -> None:
-        if client is None:
-            try:
-                client = docker.from_env(timeout=60)
-            except Exception as exc:
-                raise translate(exc, what="connecting to the engine") from exc
-        self.client = client
-        self.api: docker.APIClient = client.api
+    def __init__(self, client: docker.DockerClient | None = None, *, lazy: bool = False) -> None:
+        """Connect to the engine of the environment (``DOCKER_HOST``) unless given ``client``.
+
+        ``lazy``: connect on first use instead, and again on each use until it answers, so an
+        MCP server started before the engine runs answers ENGINE_UNAVAILABLE with the fix (and
+        works once the engine is up) instead of exiting where its client cannot see why."""
+        self._client = client
+        self._connecting = threading.Lock()
+        if client is None and not lazy:
+            self._connect()
+
+    def _connect(self) -> docker.DockerClient:
+        with self._connecting:
+            if self._client is None:
+                try:
+                    self._client = docker.from_env(timeout=60)
+                except Exception as exc:
+                    raise translate(exc, what="connecting to the engine") from exc
+            return self._client
+
+    @property
+    def client(self) -> docker.DockerClient:
+        return self._client if self._client is not None else self._connect()
+
+    @property
+    def api(self) -> docker.APIClient:
+        return self.client.api
 
     # -- containers ---------------------------------------------------------------------
     @_translated("creating the container")
