@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 
@@ -11,6 +12,7 @@ from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
 from sandbox.execute import resync_line
 from sandbox.models import Cursor, SessionCreated, SessionInfo, SessionSummary, SignalResult, Usage
 from sandbox.probe import ProbeResult, parse_probe, probe_script
+from sandbox.profile import project_access
 from sandbox.signals import SIGNAL_NUMBERS
 from sandbox.state import SessionState
 from sandbox.terminal import ScreenSnapshot
@@ -294,6 +296,7 @@ class ControlMixin(SessionState):
             read_only_project=s.read_only_project,
             command=s.command,
             runtime=s.runtime,
+            **dataclasses.asdict(project_access(s)),
         )
 
     def summary(self) -> SessionSummary:

@@ -68,6 +68,15 @@ class SessionCreated(_Model):
     read_only_project: bool = False
     command: list[str] | None = None
     runtime: str | None = None
+    project_writable: bool = Field(
+        default=True,
+        description="The shell can create files in the project; when false, `notices` says "
+        "why and how to fix it (unless read_only_project was asked for).",
+    )
+    notices: list[str] = Field(
+        default_factory=list,
+        description="Things the agent should know before it starts, each with its fix.",
+    )
 
 
 class SessionSummary(_Model):

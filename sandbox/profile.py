@@ -2,7 +2,8 @@
 container spec that carries the security profile (DESIGN §6).
 
 Every check names the field it refused and says what would be accepted. The profile itself:
-the project's owner as the shell's user (uid 1000 for a root-owned project), no capabilities,
+the project's owner as the shell's user (root too, unless SANDBOX_ROOT_SHELL=0: then uid 1000,
+and the project is reported not writable up front), no capabilities,
 no new privileges, memory (and swap), CPU and pids limits, no network unless asked and allowed,
 a read-only root with sized tmpfs mounts (together at most half the memory limit, since their
 pages count against it), a file size cap, and a keepalive that ends the container by its
@@ -41,7 +42,7 @@ from sandbox.config import (
 from sandbox.durable import STATE_DIR
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest, Limits
-from sandbox.paths import project_owner, resolve_project_path
+from sandbox.paths import project_owner, resolve_project_path, write_access
 from sandbox.state import SessionSpec, now_iso
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -95,6 +96,38 @@ def blueprint(config: SandboxConfig, request: CreateRequest) -> Blueprint:
         gid=gid,
         env=tuple(sorted(_env(request.env).items())),
     )
+
+
+@dataclass(frozen=True)
+class ProjectAccess:
+    """Whether a session's shell can write its project, and what to tell the agent if not."""
+
+    project_writable: bool
+    notices: list[str]
+
+
+def project_access(spec: SessionSpec) -> ProjectAccess:
+    """Judged on the host from the shell's uid:gid, the mount and the directory's mode."""
+    uid, _, gid = spec.user.partition(":")
+    path = Path(spec.project_path)
+    reason = write_access(path, int(uid), int(gid or uid), read_only=spec.read_only_project)
+    if reason is None:
+        return ProjectAccess(True, [])
+    if spec.read_only_project:  # as asked: nothing to fix
+        return ProjectAccess(False, [])
+    if "read-only file system" in reason:
+        fix = "mount it read-write on the host, or work on a copy in /tmp"
+    elif project_owner(path)[0] == 0:
+        fix = (
+            "the server runs root's projects as uid 1000 because SANDBOX_ROOT_SHELL=0; unset it "
+            "(the shell then runs as root, without any capability)"
+        )
+    else:
+        fix = (
+            f"give uid {uid} write access on the host (chown or chmod), or use a directory it owns"
+        )
+    notice = f"{spec.project_path} is not writable from this session: {reason}. Fix: {fix}."
+    return ProjectAccess(False, [notice])
 
 
 def session_spec(bp: Blueprint, session_id: str, rows: int, cols: int) -> SessionSpec:

@@ -327,8 +327,8 @@ class SandboxServerContainer(DockerContainer):
     def make_project(self, name: str = "project") -> Path:
         """A new empty directory under ``projects_dir`` that a session's shell can write.
 
-        The shell runs as the directory's owner; a root-owned one would get uid 1000, which
-        could not write it, so under root the directory is given to uid 1000."""
+        The shell runs as the directory's owner; under root the directory is given to uid 1000,
+        so the session's shell is not root (and works under SANDBOX_ROOT_SHELL=0 too)."""
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40] or "project"
         path = Path(tempfile.mkdtemp(prefix=f"{safe}-", dir=self.projects_dir))
         path.chmod(0o755)
