@@ -128,7 +128,10 @@ class CommandsMixin(RecoveryMixin):
         on_output: OutputFn | None,
     ) -> ExecResult:
         resets_before = self.resets
+        notices: list[str] = []
         revived = self._revive_if_lost()
+        if revived:
+            notices.append(self.revived_notice)
         channel = self._require_alive()
         deadline = time.monotonic() + timeout_s
         with self._cond:
@@ -213,8 +216,14 @@ class CommandsMixin(RecoveryMixin):
             newlines = p.newlines
         if reset:
             exit_code = 137
-        if shell_died and self._revive_if_lost():
+        if shell_died and self._revive_if_lost(after_exit=False):  # killed: replace it now
             restarted, shell_died = True, False
+            notices.append(self.revived_notice)
+        elif shell_died and self.status == "running":
+            notices.append(
+                f"The shell exited (code {exit_code}); the next execute starts a fresh shell in "
+                "this container, where background processes keep running."
+            )
         reset = reset or self.resets > resets_before
         output, truncated, total = shape_output(
             self.log, start, end, newlines, max_lines, strip_ansi, self._execute_max_bytes
@@ -240,6 +249,7 @@ class CommandsMixin(RecoveryMixin):
             shell_exited=shell_died,
             shell_restarted=restarted or revived,
             stray_processes_killed=killed,
+            notices=notices,
         )
         self._touch()
         return result

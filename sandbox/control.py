@@ -175,6 +175,11 @@ class ControlMixin(SessionState):
         """Replace a shell that no longer answers with a fresh one in the same container."""
         raise NotImplementedError
 
+    def wait_ended(self, timeout_s: float) -> bool:
+        """Wait until the shell (or the session's command) has ended; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._alive, timeout_s)
+
     def wait_done(self, grace_s: float) -> bool:
         deadline = time.monotonic() + grace_s
         with self._cond:
@@ -276,7 +281,11 @@ class ControlMixin(SessionState):
 
     @property
     def status(self) -> str:
-        return "running" if self._alive and not self._destroyed else "exited"
+        """ "running" also when the login shell ended but its container runs: the next execute
+        starts a fresh shell there (the session and its processes are still usable)."""
+        if self._destroyed:
+            return "exited"
+        return "running" if self._alive or self._revivable else "exited"
 
     def created(self) -> SessionCreated:
         s = self.spec

@@ -156,7 +156,10 @@ class ExecResult(_Model):
         default=False, description="The container had to be reset to stop the command."
     )
     shell_exited: bool = Field(
-        default=False, description="The shell itself exited (e.g. `exit`); the session is over."
+        default=False,
+        description="The shell itself exited (`exit`, `set -e`, `exec`): exit_code is its "
+        "status. A login-shell session lives on: the next execute starts a fresh shell in the "
+        "same container (see notices).",
     )
     shell_restarted: bool = Field(
         default=False,
@@ -168,6 +171,12 @@ class ExecResult(_Model):
         default=0,
         description="Processes the timed-out command had started outside its process group "
         "(setsid, nohup, double forks), killed after the timeout.",
+    )
+    notices: list[str] = Field(
+        default_factory=list,
+        description="What the session did on its own to run this command, or what the agent "
+        "should know about the result (a fresh shell, a cleared pids limit, a program put in "
+        "the background), each in a sentence.",
     )
 
 

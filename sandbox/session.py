@@ -126,6 +126,7 @@ class Session(ViewsMixin, CommandsMixin):
         self._cpu_sample: tuple[float, float] | None = None
         self._started_mono = time.monotonic()
         self._destroyed = False
+        self._revivable = False
 
     # -- lifecycle -----------------------------------------------------------------------
     def open_shell(self, *, adopt: bool = False) -> None:
@@ -171,6 +172,7 @@ class Session(ViewsMixin, CommandsMixin):
             generation = self._generation
             self._channel = channel
             self._alive = True
+            self._revivable = False
             self._exit_code = None
             self._shell_pid = None
             self._pending = None
@@ -273,12 +275,26 @@ class Session(ViewsMixin, CommandsMixin):
         while code is None and self._exit_marker is None and time.monotonic() < deadline:
             time.sleep(0.02)  # the exec's exit code may lag the end of its stream
             code = channel.exit_code()
+        revivable = self._container_outlives_shell(generation)
         with self._cond:
             if generation == self._generation:
                 self._alive = False
                 self._exit_code = code if code is not None else self._exit_marker
+                self._revivable = revivable
             self._cond.notify_all()
         log.debug("session %s: shell (generation %d) ended with %s", self.id, generation, code)
+
+    def _container_outlives_shell(self, generation: int) -> bool:
+        """Whether the next execute can start a fresh login shell: the container still runs
+        (one engine call, when a shell ends)."""
+        if not self.is_shell or self.spec.durable or self._destroyed:
+            return False
+        if not self._current(generation):
+            return False
+        try:
+            return self.backend.inspect(self.container_id).status == "running"
+        except SandboxError:
+            return False
 
     def _on_output(self, data: bytes) -> list[str]:
         if self.recording is not None:

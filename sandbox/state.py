@@ -114,6 +114,7 @@ class SessionState:
     _start_pid: tuple[str, int | None] | None
     _lost_since: float | None
     _lost_prompt: int | None
+    _revivable: bool  # the login shell ended but its container runs: execute starts a new one
 
     def reset(self) -> None:
         """Kill the container, start it again and reopen the shell (see ``Session``)."""
@@ -123,10 +124,16 @@ class SessionState:
         if self._destroyed:
             raise SessionExitedError(f"session {self.id} was destroyed")
         if not self._alive or self._channel is None:
-            raise SessionExitedError(
+            error = SessionExitedError(
                 f"the shell of session {self.id} has exited"
                 + (f" with code {self._exit_code}" if self._exit_code is not None else ""),
             )
+            if self._revivable:
+                error.hint = (
+                    "Call execute (any command): it starts a fresh shell in the same container, "
+                    "where background processes still run."
+                )
+            raise error
         return self._channel
 
     @contextlib.contextmanager

@@ -495,15 +495,21 @@ async def test_too_many_sessions_is_session_limit(client: Client, project: Path)
     assert error["code"] == "SESSION_LIMIT"
 
 
-async def test_a_shell_that_exited_is_session_exited(client: Client, project: Path) -> None:
+async def test_a_shell_that_exited_is_session_exited_until_execute_revives_it(
+    client: Client, project: Path
+) -> None:
     sid = await create(client, project)
     gone = await call(client, "execute", session_id=sid, command="exit 3")
     assert gone["shell_exited"] is True
+    assert gone["notices"]
     error = await fail(client, "send", session_id=sid, text="echo hi\n")
     assert error["code"] == "SESSION_EXITED"
-    assert (await fail(client, "execute", session_id=sid, command="true"))["code"] == (
-        "SESSION_EXITED"
-    )
+    assert "execute" in error["hint"]
+    info = await call(client, "session_info", session_id=sid)
+    assert info["status"] == "running"
+    revived = await call(client, "execute", session_id=sid, command="true")
+    assert revived["shell_restarted"] is True
+    assert revived["exit_code"] == 0
 
 
 async def test_destroying_a_busy_session_is_session_busy_unless_forced(
