@@ -127,6 +127,7 @@ class Session(ViewsMixin, CommandsMixin):
         self._started_mono = time.monotonic()
         self._destroyed = False
         self._revivable = False
+        self._idle_bytes = 0
 
     # -- lifecycle -----------------------------------------------------------------------
     def open_shell(self, *, adopt: bool = False) -> None:
@@ -305,10 +306,13 @@ class Session(ViewsMixin, CommandsMixin):
             scan = self._scanner.scan(data, offset)
             markers = self._markers.scan(data, offset)
             p = self._pending
+            if p is None or p.finished:
+                self._idle_bytes += len(data)
             counted_from = offset
             for m in markers:
                 if m.kind == "start" and p is not None and m.nonce == p.nonce:
                     p.start = m.end
+                    p.pressure = m.pressure
                     self._start_pid = (m.nonce, m.last_pid)
                     counted_from = m.end
                     self._echoes.append((p.sent_offset, m.start, p.display))

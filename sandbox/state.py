@@ -63,6 +63,7 @@ class Pending:
     sent_offset: int = 0  # log size when the line was typed: the echo starts here
     display: bytes = b""  # what the screen shows instead of the protocol line
     prompt_end: int | None = None  # just after the first prompt marker following the end
+    pressure: str = ""  # pids pressure the shell cleared before it ran (the start marker's)
 
     @property
     def finished(self) -> bool:
@@ -115,6 +116,7 @@ class SessionState:
     _lost_since: float | None
     _lost_prompt: int | None
     _revivable: bool  # the login shell ended but its container runs: execute starts a new one
+    _idle_bytes: int  # output while no command ran (a background job writing to the terminal)
 
     def reset(self) -> None:
         """Kill the container, start it again and reopen the shell (see ``Session``)."""
