@@ -334,14 +334,26 @@ class ControlMixin(SessionState):
                 if elapsed > 0.05:
                     cpu_percent = round(100 * (probe.cpu_s - prev[1]) / elapsed, 1)
                 self._cpu_sample = (now, probe.cpu_s)
-            usage = Usage(memory_mb=probe.memory_mb, cpu_percent=cpu_percent, pids=probe.pids)
+            usage = Usage(
+                memory_mb=probe.memory_mb,
+                cpu_percent=cpu_percent,
+                pids=probe.pids,
+                pids_max=probe.pids_max,
+            )
             if probe.oom_kills:
                 self._oom_seen = True
         oom = self._oom_seen
         with contextlib.suppress(SandboxError):
             oom = oom or self.backend.inspect(self.container_id).oom_killed
+        created = self.created()
+        if probe is not None and probe.pids_pressure:
+            created.notices.append(
+                f"The session holds {probe.pids} of its {probe.pids_max} processes (its pids "
+                "limit): new processes may fail to start. The next execute kills the biggest "
+                "process groups first and says which; signal stops a foreground one now."
+            )
         return SessionInfo(
-            **self.created().model_dump(),
+            **created.model_dump(),
             status="running" if self.status == "running" else "exited",
             busy=self.busy,
             exit_code=self._exit_code if not self._alive else self._last_exit_code,

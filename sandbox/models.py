@@ -104,6 +104,7 @@ class Usage(_Model):
     memory_mb: float | None = None
     cpu_percent: float | None = None
     pids: int | None = None
+    pids_max: int | None = None
 
 
 class SessionInfo(SessionCreated):

@@ -156,3 +156,17 @@ def test_a_plain_execute_answers_after_the_mistake(session: Session, name: str) 
         assert mistake.repaired in notices, (first.output, first.notices)
     _ok(first, flooded=flooded)
     _ok(_plain(session, everything=flooded), flooded=flooded)  # and the one after that
+
+
+def test_session_info_reports_pids_pressure_before_the_next_execute_clears_it(
+    manager: SessionManager, session: Session
+) -> None:
+    session.execute("while :; do sleep 1000 & done &", timeout_s=5)
+    _wait_for_pids(session, at_least=58)
+    info = manager.info(session.id)
+    assert info.usage.pids_max == 64
+    assert any("pids limit" in notice for notice in info.notices), info.notices
+    cleared = _plain(session)
+    _ok(cleared)
+    assert any("pids limit" in notice for notice in cleared.notices)
+    assert not any("pids limit" in n for n in manager.info(session.id).notices)
