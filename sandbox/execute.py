@@ -91,7 +91,16 @@ printf '\033]777;sb;ready;%s;@TOKEN@\007' "$$"
 """
 
 # Run by the exec: hands the rc file to an interactive bash through fd 3 (no temp file).
-SHELL_ARGV = ["bash", "-c", 'exec bash --noprofile --rcfile /dev/fd/3 -i 3<<<"$SANDBOX_RC"']
+# Before the shell: its file size cap (soft and hard: it cannot raise it back; on every engine,
+# since Podman cannot take it as a container ulimit), and its home, made as the shell's user
+# on the /home tmpfs (see the container profile).
+SHELL_ARGV = [
+    "bash",
+    "-c",
+    '[ -z "$SANDBOX_FSIZE_KB" ] || ulimit -f "$SANDBOX_FSIZE_KB"; unset SANDBOX_FSIZE_KB; '
+    '[ -d "$HOME" ] || mkdir -p -m 0755 "$HOME" 2>/dev/null; '
+    'exec bash --noprofile --rcfile /dev/fd/3 -i 3<<<"$SANDBOX_RC"',
+]
 
 
 def new_nonce() -> str:

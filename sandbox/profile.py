@@ -23,6 +23,7 @@ from pathlib import Path
 from sandbox import __version__
 from sandbox.backends.base import ContainerSpec, Mount
 from sandbox.config import (
+    HOME_PARENT,
     KEEPALIVE_UID,
     LABEL_CREATED,
     LABEL_DURABLE,
@@ -47,8 +48,8 @@ from sandbox.state import SessionSpec, now_iso
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_RESERVED_ENV = {"SANDBOX_RC"}
-_LABEL_ENV = ("HOME", "USER", "LOGNAME", "TERM", "LANG", "SANDBOX_SESSION")
+_RESERVED_ENV = {"SANDBOX_RC", "SANDBOX_FSIZE_KB"}
+_LABEL_ENV = ("HOME", "USER", "LOGNAME", "TERM", "LANG", "SANDBOX_SESSION", "SANDBOX_FSIZE_KB")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Blueprint:
     uid: int
     gid: int
     env: tuple[tuple[str, str], ...]
+    fsize_kb: int = 0
 
 
 def blueprint(config: SandboxConfig, request: CreateRequest) -> Blueprint:
@@ -95,6 +97,7 @@ def blueprint(config: SandboxConfig, request: CreateRequest) -> Blueprint:
         uid=uid,
         gid=gid,
         env=tuple(sorted(_env(request.env).items())),
+        fsize_kb=config.fsize_mb * 1024,
     )
 
 
@@ -155,14 +158,13 @@ def session_spec(bp: Blueprint, session_id: str, rows: int, cols: int) -> Sessio
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             "SANDBOX_SESSION": session_id,
+            **({"SANDBOX_FSIZE_KB": str(bp.fsize_kb)} if bp.fsize_kb else {}),
             **dict(bp.env),
         },
     )
 
 
-def container_spec(
-    config: SandboxConfig, instance_id: str, spec: SessionSpec, uid: int, gid: int
-) -> ContainerSpec:
+def container_spec(config: SandboxConfig, instance_id: str, spec: SessionSpec) -> ContainerSpec:
     """The container of session ``spec``, with the security profile and its labels."""
     c = config
     project = Path(spec.project_path)
@@ -203,7 +205,9 @@ def container_spec(
         tmpfs={
             "/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777",
             "/var/tmp": f"rw,nosuid,nodev,size={var_mb}m,mode=1777",
-            SESSION_HOME: f"rw,nosuid,nodev,size={home_mb}m,uid={uid},gid={gid},mode=0755",
+            # The shell makes its home in here as its own user (SHELL_ARGV): Podman refuses a
+            # tmpfs's uid=/gid= options, and the container's user is not the shell's.
+            HOME_PARENT: f"rw,nosuid,nodev,size={home_mb}m,mode=1777",
             "/run": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
         },
         read_only_root=True,

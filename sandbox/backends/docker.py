@@ -64,7 +64,9 @@ def translate(exc: BaseException, *, what: str = "") -> SandboxError:
             return SessionNotFoundError(f"{prefix}container is not running: {_explain(exc)}")
         if 400 <= status < 500:
             return InvalidArgumentError(f"{prefix}the engine refused: {_explain(exc)}")
-        return EngineUnavailableError(f"{prefix}engine error {status}: {_explain(exc)}")
+        return EngineUnavailableError(
+            f"{prefix}engine error {status}: {_explain(exc)}", hint=refusal_hint(_explain(exc))
+        )
     if isinstance(
         exc,
         requests.exceptions.ConnectionError
@@ -75,6 +77,29 @@ def translate(exc: BaseException, *, what: str = "") -> SandboxError:
     ):
         return EngineUnavailableError(f"{prefix}the container engine does not answer: {exc}")
     return InternalError(f"{prefix}{type(exc).__name__}: {exc}")
+
+
+def refusal_hint(explanation: str) -> str:
+    """What to do when the engine answered but could not run the container (it is up: the
+    connection is not the problem)."""
+    text = explanation.lower()
+    if "rlimit" in text:
+        return (
+            "The engine's default ulimits exceed this machine's hard limits (Podman: its "
+            "defaults are above `ulimit -Hn`). Set default_ulimits in "
+            '/etc/containers/containers.conf, e.g. ["nofile=20000:20000", "nproc=4096:4096"] '
+            "with values at or below `ulimit -Hn` / `ulimit -Hu`, then restart the Podman "
+            "service; `sandbox doctor` checks it."
+        )
+    if "catatonit" in text or "init binary" in text or "podman-init" in text:
+        return (
+            "Podman needs catatonit for a container's init (sessions run with --init): install "
+            "it (Debian/Ubuntu: apt-get install catatonit; Fedora: dnf install catatonit)."
+        )
+    return (
+        "The engine answered but could not run the container; its message above says why. "
+        "`sandbox doctor` starts a container with the sessions' exact options and names the fix."
+    )
 
 
 def _explain(exc: docker.errors.APIError) -> str:
@@ -186,6 +211,7 @@ class DockerBackend:
         works once the engine is up) instead of exiting where its client cannot see why."""
         self._client = client
         self._connecting = threading.Lock()
+        self._podman: bool | None = None
         if client is None and not lazy:
             self._connect()
 
@@ -224,9 +250,12 @@ class DockerBackend:
             network_mode=spec.network,
             read_only=spec.read_only_root,
             tmpfs=spec.tmpfs,
+            # Podman's compat API, given any ulimit, sets the others to its own maxima, which
+            # may exceed the host's hard limits ("error setting rlimit type 7"): there the
+            # shell caps its file size itself (SHELL_ARGV) and the engine keeps its defaults.
             ulimits=(
                 [Ulimit(name="fsize", soft=spec.fsize_bytes, hard=spec.fsize_bytes)]
-                if spec.fsize_bytes
+                if spec.fsize_bytes and not self.is_podman
                 else None
             ),
             runtime=spec.runtime,
@@ -385,6 +414,16 @@ class DockerBackend:
             if exc.status_code == 409 and "already in progress" in _explain(exc):
                 return
             raise
+
+    @property
+    def is_podman(self) -> bool:
+        """Whether the engine is Podman's Docker-compatible service (asked once)."""
+        if self._podman is None:
+            try:
+                self._podman = self.describe().name == "Podman"
+            except SandboxError:
+                return False
+        return self._podman
 
     @_translated("asking the engine for its version")
     @_retry
