@@ -280,6 +280,12 @@ class ControlMixin(SessionState):
             return (p is not None and not p.finished and self._alive) or self._exec_lock.locked()
 
     @property
+    def shell_alive(self) -> bool:
+        """Whether the shell (or the session's command) runs now; a person's terminal on it
+        ends when it does, even where the next execute would start a fresh shell."""
+        return self._alive and not self._destroyed
+
+    @property
     def status(self) -> str:
         """ "running" also when the login shell ended but its container runs: the next execute
         starts a fresh shell there (the session and its processes are still usable)."""

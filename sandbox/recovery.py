@@ -128,6 +128,8 @@ class RecoveryMixin(ControlMixin):
         except SandboxError:
             return False
         if state.status != "running":
+            with self._cond:
+                self._revivable = False
             return False  # killed or paused from outside: the session is over
         how = f"exited with code {code}" if exited else "was killed"
         log.warning("session %s: the shell %s, starting a fresh one", self.id, how)

@@ -286,9 +286,12 @@ class Session(ViewsMixin, CommandsMixin):
         log.debug("session %s: shell (generation %d) ended with %s", self.id, generation, code)
 
     def _container_outlives_shell(self, generation: int) -> bool:
-        """Whether the next execute can start a fresh login shell: the container still runs
-        (one engine call, when a shell ends)."""
+        """Whether the next execute can start a fresh login shell: the shell ended by its own
+        ``exit`` (its exit marker came; a killed container ends the stream without one) and
+        the container still runs (one engine call, when a shell ends)."""
         if not self.is_shell or self.spec.durable or self._destroyed:
+            return False
+        if self._exit_marker is None:
             return False
         if not self._current(generation):
             return False
