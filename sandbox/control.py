@@ -352,7 +352,13 @@ class ControlMixin(SessionState):
         with contextlib.suppress(SandboxError):
             oom = oom or self.backend.inspect(self.container_id).oom_killed
         created = self.created()
-        if probe is not None and probe.pids_pressure:
+        if probe is None and self._alive:
+            created.notices.append(
+                "The session did not answer a look inside it (usage, foreground, cwd are "
+                "unknown): a full pids limit does this, as new processes cannot start. The "
+                "next execute clears a full pids limit and says what it stopped."
+            )
+        elif probe is not None and probe.pids_pressure:
             created.notices.append(
                 f"The session holds {probe.pids} of its {probe.pids_max} processes (its pids "
                 "limit): new processes may fail to start. The next execute kills the biggest "

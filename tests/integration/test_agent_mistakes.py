@@ -144,7 +144,7 @@ def test_a_plain_execute_answers_after_the_mistake(session: Session, name: str) 
         mistake.command, timeout_s=mistake.timeout_s, idle_timeout_s=mistake.idle_s
     )
     if name == "fork-loop-in-background":  # the agent's next call comes once it is full
-        _wait_for_pids(session, at_least=58)
+        _wait_for_pids(session, at_least=62)
     if name == "background-flood":  # the agent's next call comes a moment later
         start = session.log.size
         while session.log.size < start + 64 * 1024:
@@ -162,9 +162,10 @@ def test_session_info_reports_pids_pressure_before_the_next_execute_clears_it(
     manager: SessionManager, session: Session
 ) -> None:
     session.execute("while :; do sleep 1000 & done &", timeout_s=5)
-    _wait_for_pids(session, at_least=58)
+    _wait_for_pids(session, at_least=62)
     info = manager.info(session.id)
-    assert info.usage.pids_max == 64
+    # the look inside is one exec: at the limit it may not start, and then says so
+    assert info.usage.pids_max in (64, None)
     assert any("pids limit" in notice for notice in info.notices), info.notices
     cleared = _plain(session)
     _ok(cleared)
