@@ -261,7 +261,12 @@ class ControlMixin(SessionState):
         except SandboxError as exc:
             log.info("probe of %s failed: %s", self.id, exc)
             return None
-        return parse_probe(result.output.decode("utf-8", "replace"), pid)
+        text = result.output.decode("utf-8", "replace")
+        if result.exit_code != 0 and "pids " not in text:
+            # the engine's answer when the exec could not start (Podman at a full pids limit)
+            log.info("probe of %s did not start: %s", self.id, text.strip()[:200])
+            return None
+        return parse_probe(text, pid)
 
     def _check_oom(self) -> bool:
         probe = self._probe()

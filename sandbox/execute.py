@@ -102,6 +102,20 @@ SHELL_ARGV = [
     'exec bash --noprofile --rcfile /dev/fd/3 -i 3<<<"$SANDBOX_RC"',
 ]
 
+# A session's own command, where the engine cannot cap the file size (Podman): ``sh`` caps it
+# (dash and busybox count 512-byte blocks, bash KiB) and makes the home, then becomes it.
+COMMAND_PRELUDE = (
+    'if [ -n "$SANDBOX_FSIZE_KB" ]; then if [ -n "$BASH_VERSION" ]; '
+    'then ulimit -f "$SANDBOX_FSIZE_KB"; else ulimit -f "$((SANDBOX_FSIZE_KB * 2))"; fi; fi; '
+    'unset SANDBOX_FSIZE_KB; [ -d "$HOME" ] || mkdir -p -m 0755 "$HOME" 2>/dev/null; exec "$@"'
+)
+
+
+def command_argv(command: list[str], *, prelude: bool) -> list[str]:
+    """The argv that starts a session's own ``command``: as given where the engine caps the
+    file size, else behind ``COMMAND_PRELUDE``."""
+    return ["sh", "-c", COMMAND_PRELUDE, "sh", *command] if prelude else list(command)
+
 
 def new_nonce() -> str:
     return secrets.token_hex(8)

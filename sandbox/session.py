@@ -25,6 +25,7 @@ from pathlib import Path
 from sandbox import durable
 from sandbox.backends.base import Backend, ExecChannel
 from sandbox.commands import CommandsMixin, ProgressFn
+from sandbox.config import KEEPALIVE_UID
 from sandbox.errors import (
     SandboxError,
     SessionExitedError,
@@ -33,6 +34,7 @@ from sandbox.execute import (
     SHELL_ARGV,
     Marker,
     MarkerScanner,
+    command_argv,
     new_nonce,
     shell_rc,
 )
@@ -134,7 +136,13 @@ class Session(ViewsMixin, CommandsMixin):
         """Attach a TTY exec (the shell, or the session's command) and wait until it answers.
 
         Durable sessions start (or, with ``adopt``, find again) their tmux in the container."""
-        argv = list(SHELL_ARGV) if self.is_shell else list(self.spec.command or [])
+        argv = (
+            list(SHELL_ARGV)
+            if self.is_shell
+            else command_argv(
+                list(self.spec.command or []), prelude=not self.backend.sets_fsize_ulimit
+            )
+        )
         env = dict(self.spec.env)
         token: str | None = None
         if self.is_shell:
@@ -209,9 +217,16 @@ class Session(ViewsMixin, CommandsMixin):
 
     def _start_tmux(self, argv: list[str], env: dict[str, str]) -> None:
         user = self.spec.user
-        # A new named volume is root's: open it to the shell's user (root needs no capability
-        # to chmod what it owns).
-        self.backend.run(self.container_id, ["chmod", "0777", durable.STATE_DIR], user="0:0")
+        # A new named volume is root's on Docker and the container user's (the keepalive's) on
+        # Podman: its owner opens it to the shell's user (no capability needed for that).
+        opened = self.backend.run(
+            self.container_id, ["chmod", "0777", durable.STATE_DIR], user="0:0"
+        )
+        if opened.exit_code != 0:
+            keepalive = f"{KEEPALIVE_UID}:{KEEPALIVE_UID}"
+            self.backend.run(
+                self.container_id, ["chmod", "0777", durable.STATE_DIR], user=keepalive
+            )
         started = self.backend.run(
             self.container_id,
             durable.start_argv(

@@ -12,6 +12,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import docker
@@ -25,6 +26,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from sandbox.backends import podman as podman_dialect
 from sandbox.backends.base import (
     ContainerSpec,
     ContainerState,
@@ -212,6 +214,7 @@ class DockerBackend:
         self._client = client
         self._connecting = threading.Lock()
         self._podman: bool | None = None
+        self._seccomp: tuple[Path | None] | None = None
         if client is None and not lazy:
             self._connect()
 
@@ -233,6 +236,25 @@ class DockerBackend:
         return self.client.api
 
     # -- containers ---------------------------------------------------------------------
+    def _security_opt(self) -> list[str]:
+        """no-new-privileges, and on Podman a seccomp profile that refuses user namespaces as
+        Docker's default does (Podman's own default lets an agent become root in one)."""
+        options = ["no-new-privileges:true"]
+        if not self.is_podman:
+            return options
+        if self._seccomp is None:
+            local = str(self.api.base_url).startswith("http+docker://localhost")
+            path = podman_dialect.seccomp_profile(local)
+            if path is None:
+                log.warning(
+                    "Podman's default seccomp profile lets sessions create user namespaces, and "
+                    "it is not on this host to tighten (a remote engine?); sessions keep it"
+                )
+            self._seccomp = (path,)
+        if self._seccomp[0] is not None:
+            options.append(f"seccomp={self._seccomp[0]}")
+        return options
+
     @_translated("creating the container")
     def create(self, spec: ContainerSpec) -> str:
         host_config = self.api.create_host_config(
@@ -242,7 +264,7 @@ class DockerBackend:
             },
             init=True,
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"],
+            security_opt=self._security_opt(),
             pids_limit=spec.pids,
             mem_limit=f"{spec.memory_mb}m",
             memswap_limit=f"{spec.memory_mb}m",
@@ -255,7 +277,7 @@ class DockerBackend:
             # shell caps its file size itself (SHELL_ARGV) and the engine keeps its defaults.
             ulimits=(
                 [Ulimit(name="fsize", soft=spec.fsize_bytes, hard=spec.fsize_bytes)]
-                if spec.fsize_bytes and not self.is_podman
+                if spec.fsize_bytes and self.sets_fsize_ulimit
                 else None
             ),
             runtime=spec.runtime,
@@ -425,26 +447,43 @@ class DockerBackend:
                 return False
         return self._podman
 
+    @property
+    def sets_fsize_ulimit(self) -> bool:
+        return not self.is_podman
+
     @_translated("asking the engine for its version")
     @_retry
     def describe(self) -> EngineDescription:
         version = self.api.version()
         info = self.api.info()
         name = "Docker Engine"
-        components = " ".join(c.get("Name", "") for c in version.get("Components") or [])
         os_name = str(info.get("OperatingSystem", ""))
-        if "podman" in components.lower() or "podman" in str(version.get("Platform", "")).lower():
+        runtimes = tuple(sorted((info.get("Runtimes") or {}).keys()))
+        if podman_dialect.is_podman(version):
             name = "Podman"
+            runtimes = self._podman_runtimes() or runtimes
         elif "Docker Desktop" in os_name:
             name = "Docker Desktop"
         return EngineDescription(
             name=name,
             version=str(version.get("Version", "")),
             api_version=str(version.get("ApiVersion", "")),
-            runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())),
+            runtimes=runtimes,
             cgroup_version=str(info.get("CgroupVersion", "")),
             os=os_name,
         )
+
+    def _podman_runtimes(self) -> tuple[str, ...]:
+        """The runtime Podman runs containers with. Its compatible ``/info`` lists every
+        runtime containers.conf knows a path for (crun, kata, runsc...), installed or not;
+        its own API names the one in use."""
+        try:
+            response = self.api.get(f"{self.api.base_url}/v4.0.0/libpod/info", timeout=10)
+            response.raise_for_status()
+            name = response.json()["host"]["ociRuntime"]["name"]
+        except (requests.exceptions.RequestException, ValueError, KeyError, TypeError):
+            return ()
+        return (str(name),) if name else ()
 
     @_translated("looking up the image")
     @_retry
