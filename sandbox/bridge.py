@@ -82,7 +82,7 @@ class SessionLink:
         offset = 0
         while True:
             end = session.wait_output(offset, 0.5)
-            running = session.status == "running"
+            running = session.shell_alive
             if end > offset:
                 on_bytes(session.log.read(offset, end))
                 offset = end

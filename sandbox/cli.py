@@ -87,6 +87,9 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+_DEFAULTS = SandboxConfig()
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(
@@ -103,14 +106,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", default=argparse.SUPPRESS, help="verbose logs, tracebacks"
     )
     box = _Parser(add_help=False)
-    box.add_argument("--project", default=".", help="project directory mounted at /workspace")
-    box.add_argument("--image", default=None, help="session image (default sandbox-session)")
+    box.add_argument(
+        "--project",
+        default=".",
+        metavar="DIR",
+        help="project directory mounted at /workspace (default: the current directory)",
+    )
+    box.add_argument(
+        "--image",
+        default=None,
+        help=f"session image (default: SANDBOX_IMAGE, else {_DEFAULTS.image})",
+    )
     box.add_argument("--network", action="store_true", help="give the sandbox network access")
     box.add_argument(
         "--env", action="append", type=_env_pair, default=[], metavar="K=V", help="set a variable"
     )
-    box.add_argument("--memory", type=_positive(int, 32), metavar="MB", help="memory limit")
-    box.add_argument("--cpus", type=_positive(float), help="CPU limit, e.g. 1.5")
+    box.add_argument(
+        "--memory",
+        type=_positive(int, 32),
+        metavar="MB",
+        help=f"memory limit (default: SANDBOX_MEMORY_MB, else {_DEFAULTS.memory_mb})",
+    )
+    box.add_argument(
+        "--cpus",
+        type=_positive(float),
+        help=f"CPU limit, e.g. 1.5 (default: SANDBOX_CPUS, else {_DEFAULTS.cpus:g})",
+    )
     box.add_argument("--read-only-project", action="store_true", help="mount the project read-only")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
 
@@ -127,7 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = add("run", "run one command in a throwaway sandbox, exit with its code", [box])
     run.add_argument(
-        "--timeout", type=_positive(float), metavar="S", help="stop the command after S seconds"
+        "--timeout",
+        type=_positive(float),
+        metavar="S",
+        help="stop the command after S seconds (default: the container's lifetime, "
+        f"SANDBOX_MAX_LIFETIME_S, else {_DEFAULTS.max_lifetime_s} s)",
     )
     run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
     add("shell", "an interactive sandboxed shell (the container goes when it exits)", [box])
@@ -161,8 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("mcp", "MCP server on stdio (what an agent's MCP config launches)")
     serve = add("serve", "MCP server on streamable HTTP at /mcp")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
     serve.add_argument("--token", default=None, help="bearer token (or SANDBOX_TOKEN)")
     return parser
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from sandbox.control import GRACE_S
 from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
 from sandbox.execute import command_line, new_nonce
+from sandbox.foreground import foreground_script, parse_foreground
 from sandbox.models import ExecResult, LogRange
 from sandbox.output import OutputFn, OutputStreamer, shape_output
 from sandbox.recovery import RecoveryMixin
@@ -33,6 +35,18 @@ PROGRESS_EVERY_S = 1.0
 # A prompt marker arrived but not the command's end marker: the shell is idle at its prompt and
 # its protocol is broken (stdout redirected, functions unset). Check after this much quiet.
 LOST_QUIET_S = 0.3
+# A program left in the foreground that has printed nothing for this long may be waiting for
+# input (then it is suspended); one that printed more recently is working.
+LEFTOVER_QUIET_S = 0.5
+SUSPEND_WAIT_S = 0.5
+# Output this large arriving while no command ran means a background job writes to the terminal.
+BACKGROUND_WRITES = 4096
+RESPAWNED = (
+    "The shell stopped answering (its output redirected, its functions replaced, or it was "
+    "replaced itself) and a fresh shell took its place in the same container: the directory, "
+    "variables and functions are back to their defaults; background processes and files are "
+    "as they were."
+)
 
 
 class CommandsMixin(RecoveryMixin):
@@ -128,9 +142,15 @@ class CommandsMixin(RecoveryMixin):
         on_output: OutputFn | None,
     ) -> ExecResult:
         resets_before = self.resets
+        notices: list[str] = []
         revived = self._revive_if_lost()
+        if revived:
+            notices.append(self.revived_notice)
         channel = self._require_alive()
         deadline = time.monotonic() + timeout_s
+        aside = self._put_aside()
+        if aside:
+            notices.append(aside)
         with self._cond:
             # A command left running by a background/idle execute keeps the shell busy.
             while self._pending is not None and not self._pending.finished and self._alive:
@@ -138,10 +158,12 @@ class CommandsMixin(RecoveryMixin):
                 if cancel is not None and cancel.is_set():
                     return self._not_started(t0)
                 if remaining <= 0:
+                    earlier = self._pending.display.decode("utf-8", "replace").strip()
                     raise SessionBusyError(
-                        f"session {self.id} is still running an earlier command",
-                        hint="read it, send it input, or stop it with signal (or use another "
-                        "session).",
+                        f"session {self.id} is still running an earlier command: {earlier[:200]!r}",
+                        hint="It is working, not waiting for input: wait for it (read with "
+                        "wait_for or idle_ms), stop it with signal, or run this in another "
+                        "session.",
                     )
                 self._cond.wait(min(remaining, 0.1))
             channel = self._require_alive()
@@ -153,6 +175,14 @@ class CommandsMixin(RecoveryMixin):
                     self._prompt_marker_works = False
                     break
                 self._cond.wait(remaining)
+            if self._idle_bytes >= BACKGROUND_WRITES:
+                notices.append(
+                    f"Something in the background wrote {self._idle_bytes} bytes to the terminal "
+                    "since the last command, and may still: its lines can be mixed into this "
+                    "output. `jobs` lists the shell's jobs; stop one with `kill %N`, or start it "
+                    "with its output redirected to a file."
+                )
+            self._idle_bytes = 0
             p = Pending(
                 nonce=new_nonce(),
                 sent_at=time.monotonic(),
@@ -179,6 +209,8 @@ class CommandsMixin(RecoveryMixin):
             restarted = self.respawn()
             if not restarted:  # a durable session: the ladder ends with a container reset
                 outcome = "timeout"
+            else:
+                notices.append(RESPAWNED)
         if outcome in ("timeout", "cancelled"):
             esc = escalate(self, grace_s=GRACE_S)
             signals_sent, reset, restarted = esc.signals_sent, esc.reset, esc.shell_restarted
@@ -213,8 +245,23 @@ class CommandsMixin(RecoveryMixin):
             newlines = p.newlines
         if reset:
             exit_code = 137
-        if shell_died and self._revive_if_lost():
+        if p.pressure:
+            notices.append(pressure_notice(p.pressure))
+        if restarted and not notices:  # the ladder replaced the shell to stop the command
+            notices.append(RESPAWNED)
+        if reset and not any("reset" in n for n in notices):
+            notices.append(
+                "The container was restarted to stop this command (nothing else could): "
+                "processes are gone, files in the project and in /tmp stay."
+            )
+        if shell_died and self._revive_if_lost(after_exit=False):  # killed: replace it now
             restarted, shell_died = True, False
+            notices.append(self.revived_notice)
+        elif shell_died and self.status == "running":
+            notices.append(
+                f"The shell exited (code {exit_code}); the next execute starts a fresh shell in "
+                "this container, where background processes keep running."
+            )
         reset = reset or self.resets > resets_before
         output, truncated, total = shape_output(
             self.log, start, end, newlines, max_lines, strip_ansi, self._execute_max_bytes
@@ -240,9 +287,58 @@ class CommandsMixin(RecoveryMixin):
             shell_exited=shell_died,
             shell_restarted=restarted or revived,
             stray_processes_killed=killed,
+            notices=notices,
         )
         self._touch()
         return result
+
+    def _put_aside(self) -> str | None:
+        """An earlier command still holds the terminal. When its program waits for input (a
+        REPL, an editor, ``cat``), suspend it so this command can run, and say how to get it
+        back; a shell builtin such as ``read`` is interrupted instead. A working program is
+        left alone (the caller waits for it, then names it in SESSION_BUSY)."""
+        with self._cond:
+            p = self._pending
+            if p is None or p.finished or not self._alive or self._shell_pid is None:
+                return None
+            quiet = time.monotonic() - self._last_output
+            shell = self._shell_pid
+        if not self._in_container() or self.spec.durable:
+            return None
+        if quiet < LEFTOVER_QUIET_S and not self.wait_done(LEFTOVER_QUIET_S - quiet):
+            with self._cond:
+                if time.monotonic() - self._last_output < LEFTOVER_QUIET_S:
+                    return None  # it is printing: working
+        try:
+            result = self.backend.run(
+                self.container_id, ["sh", "-c", foreground_script(shell)], user=self.spec.user
+            )
+        except SandboxError:
+            return None
+        fg = parse_foreground(result.output.decode("utf-8", "replace"), shell)
+        if fg is None or not fg.waiting or p.finished:
+            return None
+        earlier = p.display.decode("utf-8", "replace").strip()[:120]
+        if fg.is_shell:
+            self.interrupt()
+            self.wait_done(GRACE_S)
+            return (
+                f"An earlier command ({earlier!r}) was waiting for input in the shell itself "
+                "and was interrupted (Ctrl+C) so this command could run."
+            )
+        before = self.log.size
+        self.signal_group(fg.pgid, "TSTP")
+        if not self.wait_done(SUSPEND_WAIT_S):
+            self.signal_group(fg.pgid, "STOP")  # it ignores SIGTSTP
+            self.wait_done(GRACE_S)
+        job = re.search(rb"\[(\d+)\]\+\s+Stopped", self.log.read(before, self.log.size))
+        n = job.group(1).decode() if job else "1"
+        return (
+            f"{fg.args!r}, left open by an earlier command, was waiting for input: it was "
+            f"suspended (job %{n}) so this command could run. `fg %{n}` brings it back to the "
+            f"foreground (then type into it with send), `bg %{n}` lets it run in the "
+            f"background, `kill %{n}` ends it."
+        )
 
     def _wait(
         self,
@@ -306,3 +402,24 @@ class CommandsMixin(RecoveryMixin):
         text = clean_transcript(self.log.read(max(p.start, end - 4096), end))
         lines = [ln for ln in text.splitlines() if ln.strip()]
         return lines[-1][:200] if lines else ""
+
+
+def pressure_notice(report: str) -> str:
+    """What the shell's pids-pressure report (``p:CUR:MAX:PGID/COUNT/NAME,...``) tells the
+    agent: which process groups were killed so that its command could run."""
+    _, current, limit, groups = [*report.split(":", 3), "", "", ""][:4]
+    killed = []
+    for group in filter(None, groups.split(",")):
+        pgid, _, rest = group.partition("/")
+        count, _, name = rest.partition("/")
+        killed.append(f"group {pgid} ({count} processes{', ' + name if name else ''})")
+    what = (
+        "the biggest process groups were killed: " + "; ".join(killed)
+        if killed
+        else "nothing the shell may stop was found to kill"
+    )
+    return (
+        f"The session was at {current} of its {limit} processes (its pids limit) when this "
+        f"command started, so {what}, before the command ran. A background job that forks "
+        "without end (a loop starting '&' jobs) does this; bound it or stop it with signal."
+    )

@@ -77,7 +77,9 @@ class SandboxConfig(BaseModel):
     )
     record: bool = Field(default=True, description="Record each session as an asciicast file.")
     root_shell: bool = Field(
-        default=False, description="Run the shell as root when the project is root's."
+        default=True,
+        description="Run the shell as root, without any capability, when the project is "
+        "root's, so it can write it (0: as uid 1000, which cannot).",
     )
     client_network: bool = Field(
         default=True,

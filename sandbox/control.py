@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 
@@ -11,6 +12,7 @@ from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
 from sandbox.execute import resync_line
 from sandbox.models import Cursor, SessionCreated, SessionInfo, SessionSummary, SignalResult, Usage
 from sandbox.probe import ProbeResult, parse_probe, probe_script
+from sandbox.profile import project_access
 from sandbox.signals import SIGNAL_NUMBERS
 from sandbox.state import SessionState
 from sandbox.terminal import ScreenSnapshot
@@ -173,6 +175,11 @@ class ControlMixin(SessionState):
         """Replace a shell that no longer answers with a fresh one in the same container."""
         raise NotImplementedError
 
+    def wait_ended(self, timeout_s: float) -> bool:
+        """Wait until the shell (or the session's command) has ended; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._alive, timeout_s)
+
     def wait_done(self, grace_s: float) -> bool:
         deadline = time.monotonic() + grace_s
         with self._cond:
@@ -254,7 +261,12 @@ class ControlMixin(SessionState):
         except SandboxError as exc:
             log.info("probe of %s failed: %s", self.id, exc)
             return None
-        return parse_probe(result.output.decode("utf-8", "replace"), pid)
+        text = result.output.decode("utf-8", "replace")
+        if result.exit_code != 0 and "pids " not in text:
+            # the engine's answer when the exec could not start (Podman at a full pids limit)
+            log.info("probe of %s did not start: %s", self.id, text.strip()[:200])
+            return None
+        return parse_probe(text, pid)
 
     def _check_oom(self) -> bool:
         probe = self._probe()
@@ -273,8 +285,18 @@ class ControlMixin(SessionState):
             return (p is not None and not p.finished and self._alive) or self._exec_lock.locked()
 
     @property
+    def shell_alive(self) -> bool:
+        """Whether the shell (or the session's command) runs now; a person's terminal on it
+        ends when it does, even where the next execute would start a fresh shell."""
+        return self._alive and not self._destroyed
+
+    @property
     def status(self) -> str:
-        return "running" if self._alive and not self._destroyed else "exited"
+        """ "running" also when the login shell ended but its container runs: the next execute
+        starts a fresh shell there (the session and its processes are still usable)."""
+        if self._destroyed:
+            return "exited"
+        return "running" if self._alive or self._revivable else "exited"
 
     def created(self) -> SessionCreated:
         s = self.spec
@@ -294,6 +316,7 @@ class ControlMixin(SessionState):
             read_only_project=s.read_only_project,
             command=s.command,
             runtime=s.runtime,
+            **dataclasses.asdict(project_access(s)),
         )
 
     def summary(self) -> SessionSummary:
@@ -322,14 +345,32 @@ class ControlMixin(SessionState):
                 if elapsed > 0.05:
                     cpu_percent = round(100 * (probe.cpu_s - prev[1]) / elapsed, 1)
                 self._cpu_sample = (now, probe.cpu_s)
-            usage = Usage(memory_mb=probe.memory_mb, cpu_percent=cpu_percent, pids=probe.pids)
+            usage = Usage(
+                memory_mb=probe.memory_mb,
+                cpu_percent=cpu_percent,
+                pids=probe.pids,
+                pids_max=probe.pids_max,
+            )
             if probe.oom_kills:
                 self._oom_seen = True
         oom = self._oom_seen
         with contextlib.suppress(SandboxError):
             oom = oom or self.backend.inspect(self.container_id).oom_killed
+        created = self.created()
+        if probe is None and self._alive:
+            created.notices.append(
+                "The session did not answer a look inside it (usage, foreground, cwd are "
+                "unknown): a full pids limit does this, as new processes cannot start. The "
+                "next execute clears a full pids limit and says what it stopped."
+            )
+        elif probe is not None and probe.pids_pressure:
+            created.notices.append(
+                f"The session holds {probe.pids} of its {probe.pids_max} processes (its pids "
+                "limit): new processes may fail to start. The next execute kills the biggest "
+                "process groups first and says which; signal stops a foreground one now."
+            )
         return SessionInfo(
-            **self.created().model_dump(),
+            **created.model_dump(),
             status="running" if self.status == "running" else "exited",
             busy=self.busy,
             exit_code=self._exit_code if not self._alive else self._last_exit_code,

@@ -18,18 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sandbox.backends.base import ContainerSpec, EngineDescription
-from sandbox.config import (
-    LABEL_CREATED,
-    LABEL_MANAGED,
-    LABEL_NAME,
-    LABEL_OWNER,
-    LABEL_SESSION,
-    SandboxConfig,
-)
+from sandbox.backends.base import EngineDescription
+from sandbox.config import SESSION_HOME, SandboxConfig
 from sandbox.errors import SandboxError
+from sandbox.execute import SHELL_ARGV
 from sandbox.image import DEFAULT_IMAGE
-from sandbox.session import now_iso
+from sandbox.models import CreateRequest
+from sandbox.profile import blueprint, container_spec, session_spec
 
 Status = Literal["ok", "FAIL", "warn", "info", "skip"]
 
@@ -66,6 +61,9 @@ _CGROUP_FILES = (
     "cpu,cpuacct/cpu.cfs_quota_us",
     "cpu,cpuacct/cpu.cfs_period_us",
 )
+# What a session's shell does before it starts (SHELL_ARGV's preamble), then a write.
+_HOME_CHECK = SHELL_ARGV[2].split("exec bash")[0] + 'touch "$HOME/.sandbox-doctor" && echo home-ok'
+
 _PROBE_SCRIPT = (
     f"for f in {' '.join(_CGROUP_FILES)}; do "
     '[ -r "/sys/fs/cgroup/$f" ] && printf "%s=%s\\n" "$f" "$(cat "/sys/fs/cgroup/$f")"; '
@@ -236,8 +234,9 @@ def _user_namespaces(backend: Any) -> Check:
     return Check(
         "user namespaces",
         "info",
-        "off (root in a container is root on the host; sessions never run as root and drop "
-        "every capability; rootless Docker/Podman or userns-remap would add a layer)",
+        "off (root in a container is root on the host; a shell runs as root only for a "
+        "root-owned project, and every shell drops every capability; rootless Docker/Podman "
+        "or userns-remap would add a layer)",
         required=False,
     )
 
@@ -280,45 +279,67 @@ def _runtime(engine: EngineDescription, runtime: str | None, allowed: str = "") 
 def _limits(
     backend: Any, config: SandboxConfig, image: str, runtime: str | None
 ) -> Iterator[Check]:
-    tag = secrets.token_hex(6)
-    spec = ContainerSpec(
-        image=image,
-        name=f"sandbox-doctor-{tag}",
-        labels={
-            LABEL_MANAGED: "true",
-            LABEL_SESSION: f"doctor-{tag}",
-            LABEL_OWNER: config.owner,
-            LABEL_NAME: "doctor",
-            LABEL_CREATED: now_iso(),
-        },
-        mounts=(),
-        command=("sleep", "60"),
-        user="65534:65534",
-        memory_mb=PROBE_MEMORY_MB,
-        cpus=PROBE_CPUS,
-        pids=PROBE_PIDS,
-        network="none",
-        tmpfs={},
-        runtime=runtime,
-    )
+    """Start a container with exactly a session's options (the container profile: tmpfs
+    mounts, init, read-only root, limits, user), so this fails where sessions would; then read
+    its cgroup and open a shell's home the way a session's shell does."""
+    tag = f"doctor-{secrets.token_hex(6)}"
     cid: str | None = None
-    try:
-        cid = backend.create(spec)
-        result = backend.run(cid, ["sh", "-c", _PROBE_SCRIPT], user="65534:65534")
-        values = parse_cgroup_output(result.output.decode("utf-8", "replace"))
-    except SandboxError as exc:
-        yield Check(
-            "resource limits",
-            "FAIL",
-            f"could not start a probe container with limits: {exc.message}",
-            f"Try `docker run --rm --memory {PROBE_MEMORY_MB}m --cpus {PROBE_CPUS:g} "
-            f"--pids-limit {PROBE_PIDS} {image} true` and fix what the engine reports.",
+    with tempfile.TemporaryDirectory(prefix="sandbox-doctor-") as project:
+        Path(project).chmod(0o755)
+        probe = config.model_copy(
+            update={
+                "allowed_roots": (Path(project).resolve(),),
+                "image": image,
+                "runtime": runtime,
+                "allowed_images": (),
+                "max_memory_mb": max(config.max_memory_mb, PROBE_MEMORY_MB),
+                "max_cpus": max(config.max_cpus, PROBE_CPUS),
+                "max_pids": max(config.max_pids, PROBE_PIDS),
+            }
         )
-        return
-    finally:
-        if cid is not None:
-            with contextlib.suppress(SandboxError):
-                backend.remove(cid)
+        try:
+            bp = blueprint(
+                probe,
+                CreateRequest(
+                    project_path=project,
+                    memory_mb=PROBE_MEMORY_MB,
+                    cpus=PROBE_CPUS,
+                    pids=PROBE_PIDS,
+                ),
+            )
+            spec = session_spec(bp, tag, 24, 80)
+            cid = backend.create(container_spec(probe, tag, spec))
+            result = backend.run(cid, ["sh", "-c", _PROBE_SCRIPT], user="65534:65534")
+            values = parse_cgroup_output(result.output.decode("utf-8", "replace"))
+            home = backend.run(cid, [*SHELL_ARGV[:2], _HOME_CHECK], user=spec.user, env=spec.env)
+        except SandboxError as exc:
+            yield Check(
+                "session container starts",
+                "FAIL",
+                f"a container with the sessions' options did not start: {exc.message}",
+                exc.hint
+                or f"Try `docker run --rm --memory {PROBE_MEMORY_MB}m --cpus {PROBE_CPUS:g} "
+                f"--pids-limit {PROBE_PIDS} --init --read-only {image} true` and fix what the "
+                "engine reports.",
+            )
+            return
+        finally:
+            if cid is not None:
+                with contextlib.suppress(SandboxError):
+                    backend.remove(cid)
+    yield Check("session container starts", "ok", "a container with the sessions' options ran")
+    said = home.output.decode("utf-8", "replace")
+    if "home-ok" in said:
+        yield Check("session home writable", "ok", f"{SESSION_HOME} made and written as the shell")
+    else:
+        yield Check(
+            "session home writable",
+            "FAIL",
+            f"the shell's home {SESSION_HOME} could not be made or written: {said.strip()[-200:]}",
+            f"The session's home is a tmpfs at {SESSION_HOME}: an image with a file there, or an "
+            "engine that ignores the tmpfs's owner and mode, breaks it. Rebuild the session "
+            "image with `sandbox image build`.",
+        )
     yield from judge_limits(values)
 
 

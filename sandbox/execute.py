@@ -33,7 +33,7 @@ from typing import Literal
 MARKER_PREFIX = b"\x1b]777;sb;"
 BEL = b"\x07"
 # A marker longer than this is not ours (keeps the scanner's carry bounded).
-_MAX_MARKER = 96
+_MAX_MARKER = 256
 
 # The rc file, passed in $SANDBOX_RC and read by bash from a pipe: nothing is typed or echoed.
 SHELL_RC = r"""
@@ -43,22 +43,77 @@ HISTFILE="$HOME/.bash_history"
 HISTCONTROL=ignorespace
 __sb_n=
 __sb_s() {
-  __sb_n=$1; export SANDBOX_COMMAND=$1
-  local l=; read -r l 2>/dev/null </proc/sys/kernel/ns_last_pid || :
-  printf '\033]777;sb;%s;S;%s\007' "$1" "$l"
+  __sb_n=$1; builtin export SANDBOX_COMMAND=$1
+  local l= p=; builtin read -r l 2>/dev/null </proc/sys/kernel/ns_last_pid || :
+  __sb_p
+  builtin printf '\033]777;sb;%s;S;%s%s\007' "$1" "$l" "$p"
+}
+__sb_p() {
+  # Pids pressure, with builtins only (no fork can succeed when the pids limit is full): at 90%
+  # of the limit, SIGKILL the biggest process groups holding a tenth of it or more (never the
+  # shell's, never init's) until under half. Sets p to ";p:CURRENT:MAX:PGID/COUNT/NAME,..."
+  # for the start marker.
+  local c= m= f=/sys/fs/cgroup/pids d= g= s= n= k= i sk=' ' IFS=$' \t\n' -
+  [ -r $f/pids.current ] || f=/sys/fs/cgroup
+  builtin read -r c 2>/dev/null <$f/pids.current || return 0
+  builtin read -r m 2>/dev/null <$f/pids.max || return 0
+  case $m in ''|*[!0-9]*) return 0;; esac
+  (( c * 10 >= m * 9 )) || return 0
+  builtin set +f
+  p=";p:$c:$m:"
+  for i in 1 2 3 4; do
+    local -A size=()
+    for d in /proc/[0-9]*; do
+      builtin read -r s 2>/dev/null <$d/stat || continue
+      s=${s##*) }; builtin set -- $s
+      (( $3 > 1 )) && [ "$3" != "$$" ] && [[ $sk != *" $3 "* ]] \
+        && size[$3]=$(( ${size[$3]:-0} + 1 ))
+    done
+    g=; n=$(( m / 10 - 1 ))
+    for k in "${!size[@]}"; do (( size[$k] > n )) && { g=$k; n=${size[$k]}; }; done
+    [ -n "$g" ] || break
+    s=; builtin read -r s 2>/dev/null </proc/$g/comm
+    builtin kill -9 -- -$g 2>/dev/null || { sk+="$g "; continue; }  # not ours to kill
+    builtin wait "$g" 2>/dev/null  # a job of this shell: reaped now, not reported mid-command
+    p+="$g/$n/${s//[^A-Za-z0-9_.+-]/},"
+    builtin read -r c 2>/dev/null <$f/pids.current || break
+    (( c * 2 < m )) && break
+  done
 }
 __sb_e() {
-  if [ -n "$__sb_n" ]; then printf '\033]777;sb;%s;E;%s\007' "$__sb_n" "$1"; __sb_n=; fi
+  if [ -n "$__sb_n" ]; then builtin printf '\033]777;sb;%s;E;%s\007' "$__sb_n" "$1"; __sb_n=; fi
 }
 PROMPT_COMMAND='__sb_e $?'
-trap 'printf "\033]777;sb;exit;%s;@TOKEN@\007" "$?"' EXIT
+trap 'builtin printf "\033]777;sb;exit;%s;@TOKEN@\007" "$?"' EXIT
 PS1='\[\033]0;sandbox: \w\007\]sandbox:\w\$ \[\033]777;sb;P\007\]'
 PS2='> '
 printf '\033]777;sb;ready;%s;@TOKEN@\007' "$$"
 """
 
 # Run by the exec: hands the rc file to an interactive bash through fd 3 (no temp file).
-SHELL_ARGV = ["bash", "-c", 'exec bash --noprofile --rcfile /dev/fd/3 -i 3<<<"$SANDBOX_RC"']
+# Before the shell: its file size cap (soft and hard: it cannot raise it back; on every engine,
+# since Podman cannot take it as a container ulimit), and its home if an image lacks it.
+SHELL_ARGV = [
+    "bash",
+    "-c",
+    '[ -z "$SANDBOX_FSIZE_KB" ] || ulimit -f "$SANDBOX_FSIZE_KB"; unset SANDBOX_FSIZE_KB; '
+    '[ -d "$HOME" ] || mkdir -p -m 0755 "$HOME" 2>/dev/null; '
+    'exec bash --noprofile --rcfile /dev/fd/3 -i 3<<<"$SANDBOX_RC"',
+]
+
+# A session's own command, where the engine cannot cap the file size (Podman): ``sh`` caps it
+# (dash and busybox count 512-byte blocks, bash KiB) and makes the home, then becomes it.
+COMMAND_PRELUDE = (
+    'if [ -n "$SANDBOX_FSIZE_KB" ]; then if [ -n "$BASH_VERSION" ]; '
+    'then ulimit -f "$SANDBOX_FSIZE_KB"; else ulimit -f "$((SANDBOX_FSIZE_KB * 2))"; fi; fi; '
+    'unset SANDBOX_FSIZE_KB; [ -d "$HOME" ] || mkdir -p -m 0755 "$HOME" 2>/dev/null; exec "$@"'
+)
+
+
+def command_argv(command: list[str], *, prelude: bool) -> list[str]:
+    """The argv that starts a session's own ``command``: as given where the engine caps the
+    file size, else behind ``COMMAND_PRELUDE``."""
+    return ["sh", "-c", COMMAND_PRELUDE, "sh", *command] if prelude else list(command)
 
 
 def new_nonce() -> str:
@@ -119,6 +174,7 @@ class Marker:
     start: int  # absolute offset of the ESC
     end: int  # absolute offset just after the BEL
     last_pid: int | None = None  # "start": the last pid allocated before the command ran
+    pressure: str = ""  # "start": pids pressure the shell cleared first ("p:CUR:MAX:G/N/NAME,")
     token: str = ""  # "ready", "exit": the shell's token ("" from an older shell)
 
 
@@ -133,9 +189,10 @@ def _parse(body: bytes, start: int, end: int) -> Marker | None:
             return Marker("exit", "", int(parts[1]), start, end, token=_token(parts))
         except ValueError:
             return None
-    if len(parts) in (2, 3) and parts[1] == "S":
-        last_pid = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
-        return Marker("start", parts[0], None, start, end, last_pid)
+    if len(parts) in (2, 3, 4) and parts[1] == "S":
+        last_pid = int(parts[2]) if len(parts) >= 3 and parts[2].isdigit() else None
+        pressure = parts[3] if len(parts) == 4 and parts[3].startswith("p:") else ""
+        return Marker("start", parts[0], None, start, end, last_pid, pressure=pressure)
     if len(parts) == 3 and parts[1] == "E":
         try:
             status = int(parts[2])

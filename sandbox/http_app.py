@@ -23,11 +23,13 @@ Binding a non-loopback address without a token is refused before anything starts
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import json
 import logging
 import signal
+import socket
 from collections import deque
 from collections.abc import Sequence
 from types import FrameType
@@ -39,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sandbox import http_auth
 from sandbox.config import SandboxConfig
 from sandbox.errors import InvalidArgumentError
 
@@ -100,19 +103,36 @@ def _matches(value: str, allowed: list[str]) -> bool:
     return False
 
 
-def _refusal(status: int, code: str, message: str, hint: str) -> Response:
-    body = {"error": {"code": code, "message": message, "hint": hint}}
-    headers = {"WWW-Authenticate": 'Bearer realm="sandbox"'} if status == 401 else None
-    return JSONResponse(body, status_code=status, headers=headers)
+def _refusal(
+    status: int, code: str, message: str, hint: str, scope: Scope | None = None
+) -> Response:
+    """A refusal in the contract's shape (JSON-RPC-wrapped for an MCP client, see
+    ``sandbox.http_auth``); a 401 says how to send the token."""
+    jsonrpc = scope is not None and http_auth.wants_jsonrpc(scope)
+    body = http_auth.refusal_body(code, message, hint, jsonrpc=jsonrpc)
+    return JSONResponse(body, status_code=status)
 
 
-def _too_large(limit: int) -> Response:
+def _unauthorized(scope: Scope, *, presented: bool) -> Response:
+    response = _refusal(
+        401,
+        "UNAUTHORIZED",
+        "wrong bearer token" if presented else "missing bearer token",
+        http_auth.TOKEN_HINT,
+        scope,
+    )
+    response.headers["WWW-Authenticate"] = http_auth.challenge(scope, MCP_PATH, presented=presented)
+    return response
+
+
+def _too_large(limit: int, scope: Scope | None = None) -> Response:
     return _refusal(
         413,
         "PAYLOAD_TOO_LARGE",
         f"the request body is larger than this server's limit of {limit} bytes",
         "Send less per request (e.g. write big files into the project instead of passing them "
         "in a command), or have the operator raise SANDBOX_HTTP_MAX_BODY_BYTES.",
+        scope,
     )
 
 
@@ -131,7 +151,6 @@ class Guard:
     ) -> None:
         self.app = app
         self._tokens = [t.encode() for t in dict.fromkeys((token, *tokens)) if t]
-        self._token = self._tokens[0] if self._tokens else None
         self.hosts = hosts
         self.origins = origins
         self.max_body = max_body
@@ -143,7 +162,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        refusal = self.check(headers)
+        refusal = self.check(headers, scope)
         if refusal is None and self.max_body is not None:
             refusal, receive = await self._limit_body(scope, headers, receive)
         if refusal is not None:
@@ -162,7 +181,7 @@ class Guard:
         if declared is not None and declared.strip().isdigit():
             if int(declared) > limit:
                 log.warning("refused a %s byte request body", declared.strip())
-                return _too_large(limit), receive
+                return _too_large(limit, scope), receive
             return None, receive
         if scope.get("method", "GET") not in ("POST", "PUT", "PATCH"):
             return None, receive
@@ -176,7 +195,7 @@ class Guard:
             size += len(message.get("body", b""))
             if size > limit:
                 log.warning("refused a streamed request body above %d bytes", limit)
-                return _too_large(limit), receive
+                return _too_large(limit, scope), receive
             if not message.get("more_body", False):
                 break
 
@@ -185,7 +204,7 @@ class Guard:
 
         return None, replay
 
-    def check(self, headers: Headers) -> Response | None:
+    def check(self, headers: Headers, scope: Scope) -> Response | None:
         host = headers.get("host", "")
         if not _matches(host, self.hosts):
             log.warning("refused a request with Host %r", host[:100])
@@ -194,6 +213,7 @@ class Guard:
                 "BAD_HOST",
                 f"Host {host[:100]!r} is not allowed",
                 f"Connect through an allowed host name, or add it to {ALLOWED_HOSTS_ENV}.",
+                scope,
             )
         origin = headers.get("origin")
         if origin is not None and not _matches(origin, self.origins):
@@ -203,6 +223,7 @@ class Guard:
                 "BAD_ORIGIN",
                 f"Origin {origin[:100]!r} is not allowed",
                 f"Browsers may only call this server from an origin of {ALLOWED_HOSTS_ENV}.",
+                scope,
             )
         if self._tokens:
             scheme, _, given = headers.get("authorization", "").partition(" ")
@@ -211,12 +232,7 @@ class Guard:
             matches = [hmac.compare_digest(presented, t) for t in self._tokens]
             ok = scheme.lower() == "bearer" and any(matches)
             if not ok:
-                return _refusal(
-                    401,
-                    "UNAUTHORIZED",
-                    "missing or wrong bearer token",
-                    "Send 'Authorization: Bearer <token>' with the server's SANDBOX_TOKEN.",
-                )
+                return _unauthorized(scope, presented=bool(presented))
         return None
 
 
@@ -234,6 +250,11 @@ def build_app(
     hosts = allowed_hosts(host, port, config.allowed_hosts)
     origins = allowed_origins(hosts)
     server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)(healthz)
+    if config.all_tokens:  # what a client that got a 401 looks for next
+        for route in http_auth.routes(MCP_PATH):
+            server.custom_route(
+                route.path, methods=sorted(route.methods or ()), include_in_schema=False
+            )(route.endpoint)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
@@ -266,15 +287,51 @@ def check_bind(config: SandboxConfig, host: str) -> None:
         )
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts: a busy port is one clear error."""
+    bare = host.strip("[]")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            bare or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise InvalidArgumentError(
+            f"cannot serve on {host!r}: {exc.strerror}",
+            hint="Pass --host an address of this machine, e.g. 127.0.0.1 or 0.0.0.0.",
+        ) from exc
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        sock.close()
+        where = _host_port(host, port)
+        if exc.errno == errno.EADDRINUSE:
+            raise InvalidArgumentError(
+                f"port {port} is already in use on {bare or 'all addresses'} ({where})",
+                hint=f"Stop what listens there (`ss -ltnp 'sport = :{port}'` names it), or "
+                "choose another port with --port.",
+            ) from exc
+        raise InvalidArgumentError(
+            f"cannot listen on {where}: {exc.strerror}",
+            hint="Choose another --host or --port (ports below 1024 need privileges).",
+        ) from exc
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(config: SandboxConfig, host: str, port: int) -> None:
     """Run until SIGINT/SIGTERM; then destroy this server's sessions."""
     import uvicorn
 
+    from sandbox.backends.docker import DockerBackend
     from sandbox.manager import SessionManager
     from sandbox.mcp_server import build_server, collect_orphans
 
     check_bind(config, host)
-    manager = SessionManager(config)
+    listener = bind(host, port)
+    manager = SessionManager(config, DockerBackend(lazy=True))  # answers without an engine
     stopping: list[int] = []
 
     def note(signum: int, frame: FrameType | None) -> None:
@@ -301,9 +358,10 @@ def serve(config: SandboxConfig, host: str, port: int) -> None:
             MCP_PATH,
             "required" if config.all_tokens else "not required",
         )
-        uvicorn.Server(uv_config).run()
+        uvicorn.Server(uv_config).run(sockets=[listener])
     finally:
         manager.close()
+        listener.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("HTTP server stopped")

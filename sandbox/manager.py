@@ -243,9 +243,7 @@ class SessionManager:
         if spec.durable:
             self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
         try:
-            cid = self.backend.create(
-                container_spec(self.config, self.instance_id, spec, bp.uid, bp.gid)
-            )
+            cid = self.backend.create(container_spec(self.config, self.instance_id, spec))
         except BaseException:
             if spec.durable:
                 self._remove_volume(sid)

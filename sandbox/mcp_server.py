@@ -126,11 +126,14 @@ class _RawArguments(ArgModelBase):
 
 
 def error_result(error: SandboxError) -> CallToolResult:
-    """The contract's failure: ``isError`` with ``{"error": {code, message, hint}}``."""
+    """The contract's failure: ``isError`` with ``{"error": {code, message, hint}}`` as text.
+
+    No structured content: a tool with an output schema must return structured content that
+    conforms to it (MCP spec), and clients check that even on errors (the TypeScript SDK's
+    ``callTool`` throws -32602 otherwise), while the spec and both SDKs let an error carry none."""
     data = {"error": error.to_dict()}
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
         is_error=True,
     )
 

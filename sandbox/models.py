@@ -68,6 +68,15 @@ class SessionCreated(_Model):
     read_only_project: bool = False
     command: list[str] | None = None
     runtime: str | None = None
+    project_writable: bool = Field(
+        default=True,
+        description="The shell can create files in the project; when false, `notices` says "
+        "why and how to fix it (unless read_only_project was asked for).",
+    )
+    notices: list[str] = Field(
+        default_factory=list,
+        description="Things the agent should know before it starts, each with its fix.",
+    )
 
 
 class SessionSummary(_Model):
@@ -95,6 +104,7 @@ class Usage(_Model):
     memory_mb: float | None = None
     cpu_percent: float | None = None
     pids: int | None = None
+    pids_max: int | None = None
 
 
 class SessionInfo(SessionCreated):
@@ -147,7 +157,10 @@ class ExecResult(_Model):
         default=False, description="The container had to be reset to stop the command."
     )
     shell_exited: bool = Field(
-        default=False, description="The shell itself exited (e.g. `exit`); the session is over."
+        default=False,
+        description="The shell itself exited (`exit`, `set -e`, `exec`): exit_code is its "
+        "status. A login-shell session lives on: the next execute starts a fresh shell in the "
+        "same container (see notices).",
     )
     shell_restarted: bool = Field(
         default=False,
@@ -159,6 +172,12 @@ class ExecResult(_Model):
         default=0,
         description="Processes the timed-out command had started outside its process group "
         "(setsid, nohup, double forks), killed after the timeout.",
+    )
+    notices: list[str] = Field(
+        default_factory=list,
+        description="What the session did on its own to run this command, or what the agent "
+        "should know about the result (a fresh shell, a cleared pids limit, a program put in "
+        "the background), each in a sentence.",
     )
 
 

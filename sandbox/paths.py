@@ -24,7 +24,7 @@ from typing import Final
 
 from sandbox.errors import InvalidArgumentError, PathNotAllowedError
 
-__all__ = ["is_within", "project_owner", "resolve_project_path"]
+__all__ = ["is_within", "project_owner", "resolve_project_path", "write_access"]
 
 # --------------------------------------------------------------------------- tables
 
@@ -145,6 +145,35 @@ def project_owner(path: Path) -> tuple[int, int]:
     """The (uid, gid) owning ``path`` (symlinks followed)."""
     st = path.stat()
     return st.st_uid, st.st_gid
+
+
+def write_access(path: Path, uid: int, gid: int, *, read_only: bool = False) -> str | None:
+    """Why a shell running as ``uid:gid`` (no capabilities, no other groups) cannot create files
+    in the project ``path``, or ``None`` when it can: the mount, the file system, the mode bits.
+
+    Judged on the host, so a session says it up front instead of "Permission denied" three
+    commands later; ACLs and network file systems that squash root are not modelled."""
+    if read_only:
+        return "the session mounts it read-only (read_only_project)"
+    try:
+        st = path.stat()
+        flags = os.statvfs(path).f_flag
+    except OSError as exc:
+        return f"it cannot be inspected ({exc.strerror})"
+    if flags & os.ST_RDONLY:
+        return "it lies on a read-only file system"
+    if st.st_uid == uid:
+        needed = stat.S_IWUSR | stat.S_IXUSR
+    elif st.st_gid == gid:
+        needed = stat.S_IWGRP | stat.S_IXGRP
+    else:
+        needed = stat.S_IWOTH | stat.S_IXOTH
+    if st.st_mode & needed != needed:
+        return (
+            f"it belongs to {st.st_uid}:{st.st_gid} with mode {stat.S_IMODE(st.st_mode):04o}, "
+            f"and the shell runs as {uid}:{gid}"
+        )
+    return None
 
 
 def is_within(child: Path, parent: Path) -> bool:

@@ -16,22 +16,25 @@ def probe_script(shell_pid: int) -> str:
 
 PROBE_SCRIPT = r"""
 p=@PID@
+c=/sys/fs/cgroup
+# first, with builtins only: at the pids limit every fork below fails, these lines do not
+d=$c; [ -f $c/pids.current ] || d=$c/pids
+n=; x=; read -r n < $d/pids.current; read -r x < $d/pids.max
+echo "pids $n"
+echo "pids_max $x"
 t=$(ps -o tpgid= -p $p 2>/dev/null | tr -d ' ')
 echo "tpgid ${t:-}"
 if [ -n "$t" ] && [ "$t" -gt 0 ] 2>/dev/null && [ "$t" != "$p" ]; then
   echo "fg $(ps -o args= -p $t 2>/dev/null | head -c 300)"
 fi
 echo "cwd $(readlink /proc/$p/cwd 2>/dev/null)"
-c=/sys/fs/cgroup
 if [ -f $c/memory.current ]; then
   echo "mem $(cat $c/memory.current)"
   echo "cpu_us $(awk '/^usage_usec/ {print $2}' $c/cpu.stat)"
-  echo "pids $(cat $c/pids.current)"
   echo "oom $(awk '/^oom_kill / {print $2}' $c/memory.events)"
 elif [ -f $c/memory/memory.usage_in_bytes ]; then
   echo "mem $(cat $c/memory/memory.usage_in_bytes)"
   echo "cpu_us $(( $(cat $c/cpuacct/cpuacct.usage) / 1000 ))"
-  echo "pids $(cat $c/pids/pids.current)"
   echo "oom $(awk '/^oom_kill / {print $2}' $c/memory/memory.oom_control)"
 fi
 """
@@ -46,6 +49,16 @@ class ProbeResult:
     cpu_s: float | None
     pids: int | None
     oom_kills: int | None
+    pids_max: int | None = None  # None: no limit ("max") or unknown
+
+    @property
+    def pids_pressure(self) -> bool:
+        """At 90% of the pids limit: the next fork may fail (the next execute clears it)."""
+        return (
+            self.pids is not None
+            and bool(self.pids_max)
+            and self.pids * 10 >= (self.pids_max or 0) * 9
+        )
 
 
 def parse_probe(text: str, shell_pid: int) -> ProbeResult:
@@ -73,4 +86,5 @@ def parse_probe(text: str, shell_pid: int) -> ProbeResult:
         cpu_s=cpu / 1e6 if cpu is not None else None,
         pids=num("pids"),
         oom_kills=num("oom"),
+        pids_max=num("pids_max"),
     )

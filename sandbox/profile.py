@@ -2,7 +2,8 @@
 container spec that carries the security profile (DESIGN §6).
 
 Every check names the field it refused and says what would be accepted. The profile itself:
-the project's owner as the shell's user (uid 1000 for a root-owned project), no capabilities,
+the project's owner as the shell's user (root too, unless SANDBOX_ROOT_SHELL=0: then uid 1000,
+and the project is reported not writable up front), no capabilities,
 no new privileges, memory (and swap), CPU and pids limits, no network unless asked and allowed,
 a read-only root with sized tmpfs mounts (together at most half the memory limit, since their
 pages count against it), a file size cap, and a keepalive that ends the container by its
@@ -41,13 +42,13 @@ from sandbox.config import (
 from sandbox.durable import STATE_DIR
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest, Limits
-from sandbox.paths import project_owner, resolve_project_path
+from sandbox.paths import project_owner, resolve_project_path, write_access
 from sandbox.state import SessionSpec, now_iso
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_RESERVED_ENV = {"SANDBOX_RC"}
-_LABEL_ENV = ("HOME", "USER", "LOGNAME", "TERM", "LANG", "SANDBOX_SESSION")
+_RESERVED_ENV = {"SANDBOX_RC", "SANDBOX_FSIZE_KB"}
+_LABEL_ENV = ("HOME", "USER", "LOGNAME", "TERM", "LANG", "SANDBOX_SESSION", "SANDBOX_FSIZE_KB")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Blueprint:
     uid: int
     gid: int
     env: tuple[tuple[str, str], ...]
+    fsize_kb: int = 0
 
 
 def blueprint(config: SandboxConfig, request: CreateRequest) -> Blueprint:
@@ -94,7 +96,40 @@ def blueprint(config: SandboxConfig, request: CreateRequest) -> Blueprint:
         uid=uid,
         gid=gid,
         env=tuple(sorted(_env(request.env).items())),
+        fsize_kb=config.fsize_mb * 1024,
     )
+
+
+@dataclass(frozen=True)
+class ProjectAccess:
+    """Whether a session's shell can write its project, and what to tell the agent if not."""
+
+    project_writable: bool
+    notices: list[str]
+
+
+def project_access(spec: SessionSpec) -> ProjectAccess:
+    """Judged on the host from the shell's uid:gid, the mount and the directory's mode."""
+    uid, _, gid = spec.user.partition(":")
+    path = Path(spec.project_path)
+    reason = write_access(path, int(uid), int(gid or uid), read_only=spec.read_only_project)
+    if reason is None:
+        return ProjectAccess(True, [])
+    if spec.read_only_project:  # as asked: nothing to fix
+        return ProjectAccess(False, [])
+    if "read-only file system" in reason:
+        fix = "mount it read-write on the host, or work on a copy in /tmp"
+    elif project_owner(path)[0] == 0:
+        fix = (
+            "the server runs root's projects as uid 1000 because SANDBOX_ROOT_SHELL=0; unset it "
+            "(the shell then runs as root, without any capability)"
+        )
+    else:
+        fix = (
+            f"give uid {uid} write access on the host (chown or chmod), or use a directory it owns"
+        )
+    notice = f"{spec.project_path} is not writable from this session: {reason}. Fix: {fix}."
+    return ProjectAccess(False, [notice])
 
 
 def session_spec(bp: Blueprint, session_id: str, rows: int, cols: int) -> SessionSpec:
@@ -122,14 +157,13 @@ def session_spec(bp: Blueprint, session_id: str, rows: int, cols: int) -> Sessio
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             "SANDBOX_SESSION": session_id,
+            **({"SANDBOX_FSIZE_KB": str(bp.fsize_kb)} if bp.fsize_kb else {}),
             **dict(bp.env),
         },
     )
 
 
-def container_spec(
-    config: SandboxConfig, instance_id: str, spec: SessionSpec, uid: int, gid: int
-) -> ContainerSpec:
+def container_spec(config: SandboxConfig, instance_id: str, spec: SessionSpec) -> ContainerSpec:
     """The container of session ``spec``, with the security profile and its labels."""
     c = config
     project = Path(spec.project_path)
@@ -139,6 +173,7 @@ def container_spec(
     tmp_mb = min(c.tmp_mb, budget // 2)
     home_mb = min(c.home_mb, budget // 4)
     var_mb = min(64, budget // 8)
+    uid, _, gid = spec.user.partition(":")
     network = "none"
     if spec.network:
         network = c.network if c.network_enabled else "bridge"
@@ -170,6 +205,7 @@ def container_spec(
         tmpfs={
             "/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777",
             "/var/tmp": f"rw,nosuid,nodev,size={var_mb}m,mode=1777",
+            # The shell's own (Podman refuses uid=/gid=: there it is 1777, see backends.podman)
             SESSION_HOME: f"rw,nosuid,nodev,size={home_mb}m,uid={uid},gid={gid},mode=0755",
             "/run": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
         },

@@ -26,6 +26,8 @@ RESPAWN_NOTICE = (
 class RecoveryMixin(ControlMixin):
     """respawn, revive and reset for ``Session``."""
 
+    revived_notice = ""
+
     def open_shell(self, *, adopt: bool = False) -> None:
         """Attach a TTY exec and wait until it answers (see ``Session``)."""
         raise NotImplementedError
@@ -103,27 +105,40 @@ class RecoveryMixin(ControlMixin):
         self.shell_restarts += 1
         return True
 
-    def _revive_if_lost(self) -> bool:
-        """A shell that died without exiting (killed: ``kill -9 $$``, ``kill -9 -1``) is
-        replaced; one that ran ``exit`` (its exit marker came) stays exited, as does a durable
-        session's or a destroyed one."""
+    def _revive_if_lost(self, *, after_exit: bool = True) -> bool:
+        """Replace a login shell that ended: killed (``kill -9 $$``) or, unless not
+        ``after_exit``, ended by the agent's own command (``exit``, ``set -e``, ``exec``).
+        A durable session's shell, a session's own ``command``, or a destroyed session stay
+        ended; so does a session whose container is gone. The container, the project and every
+        other process stay; :attr:`revived_notice` says what the new shell lost."""
         with self._cond:
             if (
                 self._alive
                 or self._destroyed
                 or self.spec.durable
                 or not self.is_shell
-                or self._exit_marker is not None
+                or (self._exit_marker is not None and not after_exit)
                 or self._channel is None
             ):
                 return False
+            exited = self._exit_marker is not None
+            code = self._exit_code
         try:
             state = self.backend.inspect(self.container_id)
         except SandboxError:
             return False
         if state.status != "running":
+            with self._cond:
+                self._revivable = False
             return False  # killed or paused from outside: the session is over
-        log.warning("session %s: the shell was killed, starting a fresh one", self.id)
+        how = f"exited with code {code}" if exited else "was killed"
+        log.warning("session %s: the shell %s, starting a fresh one", self.id, how)
+        self.revived_notice = (
+            f"The session's shell had {how} (`exit`, `set -e`, `exec` or a signal ends it); "
+            "this command ran in a fresh shell in the same container: the directory is back "
+            f"to {self.spec.workdir} and variables, functions and aliases to their defaults; "
+            "background processes and files are as they were."
+        )
         if self._reopen():
             return True
         try:  # the shell's stream can end before the engine reports a killed container

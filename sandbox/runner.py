@@ -120,6 +120,8 @@ def run_command(manager: SessionManager, options: RunOptions) -> int:
         try:
             created = manager.create(request)
             outcome.session_id = created.session_id
+            for notice in created.notices:  # e.g. a project the shell cannot write: say it first
+                _note(f"note: {notice}")
             if cancel.is_set():
                 return
             outcome.result = manager.execute(

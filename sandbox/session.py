@@ -25,6 +25,7 @@ from pathlib import Path
 from sandbox import durable
 from sandbox.backends.base import Backend, ExecChannel
 from sandbox.commands import CommandsMixin, ProgressFn
+from sandbox.config import KEEPALIVE_UID
 from sandbox.errors import (
     SandboxError,
     SessionExitedError,
@@ -33,6 +34,7 @@ from sandbox.execute import (
     SHELL_ARGV,
     Marker,
     MarkerScanner,
+    command_argv,
     new_nonce,
     shell_rc,
 )
@@ -126,13 +128,21 @@ class Session(ViewsMixin, CommandsMixin):
         self._cpu_sample: tuple[float, float] | None = None
         self._started_mono = time.monotonic()
         self._destroyed = False
+        self._revivable = False
+        self._idle_bytes = 0
 
     # -- lifecycle -----------------------------------------------------------------------
     def open_shell(self, *, adopt: bool = False) -> None:
         """Attach a TTY exec (the shell, or the session's command) and wait until it answers.
 
         Durable sessions start (or, with ``adopt``, find again) their tmux in the container."""
-        argv = list(SHELL_ARGV) if self.is_shell else list(self.spec.command or [])
+        argv = (
+            list(SHELL_ARGV)
+            if self.is_shell
+            else command_argv(
+                list(self.spec.command or []), prelude=not self.backend.sets_fsize_ulimit
+            )
+        )
         env = dict(self.spec.env)
         token: str | None = None
         if self.is_shell:
@@ -171,6 +181,7 @@ class Session(ViewsMixin, CommandsMixin):
             generation = self._generation
             self._channel = channel
             self._alive = True
+            self._revivable = False
             self._exit_code = None
             self._shell_pid = None
             self._pending = None
@@ -206,9 +217,16 @@ class Session(ViewsMixin, CommandsMixin):
 
     def _start_tmux(self, argv: list[str], env: dict[str, str]) -> None:
         user = self.spec.user
-        # A new named volume is root's: open it to the shell's user (root needs no capability
-        # to chmod what it owns).
-        self.backend.run(self.container_id, ["chmod", "0777", durable.STATE_DIR], user="0:0")
+        # A new named volume is root's on Docker and the container user's (the keepalive's) on
+        # Podman: its owner opens it to the shell's user (no capability needed for that).
+        opened = self.backend.run(
+            self.container_id, ["chmod", "0777", durable.STATE_DIR], user="0:0"
+        )
+        if opened.exit_code != 0:
+            keepalive = f"{KEEPALIVE_UID}:{KEEPALIVE_UID}"
+            self.backend.run(
+                self.container_id, ["chmod", "0777", durable.STATE_DIR], user=keepalive
+            )
         started = self.backend.run(
             self.container_id,
             durable.start_argv(
@@ -273,12 +291,29 @@ class Session(ViewsMixin, CommandsMixin):
         while code is None and self._exit_marker is None and time.monotonic() < deadline:
             time.sleep(0.02)  # the exec's exit code may lag the end of its stream
             code = channel.exit_code()
+        revivable = self._container_outlives_shell(generation)
         with self._cond:
             if generation == self._generation:
                 self._alive = False
                 self._exit_code = code if code is not None else self._exit_marker
+                self._revivable = revivable
             self._cond.notify_all()
         log.debug("session %s: shell (generation %d) ended with %s", self.id, generation, code)
+
+    def _container_outlives_shell(self, generation: int) -> bool:
+        """Whether the next execute can start a fresh login shell: the shell ended by its own
+        ``exit`` (its exit marker came; a killed container ends the stream without one) and
+        the container still runs (one engine call, when a shell ends)."""
+        if not self.is_shell or self.spec.durable or self._destroyed:
+            return False
+        if self._exit_marker is None:
+            return False
+        if not self._current(generation):
+            return False
+        try:
+            return self.backend.inspect(self.container_id).status == "running"
+        except SandboxError:
+            return False
 
     def _on_output(self, data: bytes) -> list[str]:
         if self.recording is not None:
@@ -289,10 +324,13 @@ class Session(ViewsMixin, CommandsMixin):
             scan = self._scanner.scan(data, offset)
             markers = self._markers.scan(data, offset)
             p = self._pending
+            if p is None or p.finished:
+                self._idle_bytes += len(data)
             counted_from = offset
             for m in markers:
                 if m.kind == "start" and p is not None and m.nonce == p.nonce:
                     p.start = m.end
+                    p.pressure = m.pressure
                     self._start_pid = (m.nonce, m.last_pid)
                     counted_from = m.end
                     self._echoes.append((p.sent_offset, m.start, p.display))

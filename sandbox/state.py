@@ -63,6 +63,7 @@ class Pending:
     sent_offset: int = 0  # log size when the line was typed: the echo starts here
     display: bytes = b""  # what the screen shows instead of the protocol line
     prompt_end: int | None = None  # just after the first prompt marker following the end
+    pressure: str = ""  # pids pressure the shell cleared before it ran (the start marker's)
 
     @property
     def finished(self) -> bool:
@@ -114,6 +115,8 @@ class SessionState:
     _start_pid: tuple[str, int | None] | None
     _lost_since: float | None
     _lost_prompt: int | None
+    _revivable: bool  # the login shell ended but its container runs: execute starts a new one
+    _idle_bytes: int  # output while no command ran (a background job writing to the terminal)
 
     def reset(self) -> None:
         """Kill the container, start it again and reopen the shell (see ``Session``)."""
@@ -123,10 +126,16 @@ class SessionState:
         if self._destroyed:
             raise SessionExitedError(f"session {self.id} was destroyed")
         if not self._alive or self._channel is None:
-            raise SessionExitedError(
+            error = SessionExitedError(
                 f"the shell of session {self.id} has exited"
                 + (f" with code {self._exit_code}" if self._exit_code is not None else ""),
             )
+            if self._revivable:
+                error.hint = (
+                    "Call execute (any command): it starts a fresh shell in the same container, "
+                    "where background processes still run."
+                )
+            raise error
         return self._channel
 
     @contextlib.contextmanager

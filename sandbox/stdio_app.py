@@ -25,9 +25,10 @@ log = logging.getLogger(__name__)
 
 def serve(config: SandboxConfig) -> None:
     """Serve MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM; then destroy sessions."""
+    from sandbox.backends.docker import DockerBackend
     from sandbox.manager import SessionManager
 
-    manager = SessionManager(config)
+    manager = SessionManager(config, DockerBackend(lazy=True))  # answers without an engine
     try:
         collect_orphans(manager)
         server = build_server(config, manager)

@@ -45,6 +45,7 @@ killed before they can clean up.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -326,8 +327,8 @@ class SandboxServerContainer(DockerContainer):
     def make_project(self, name: str = "project") -> Path:
         """A new empty directory under ``projects_dir`` that a session's shell can write.
 
-        The shell runs as the directory's owner; a root-owned one would get uid 1000, which
-        could not write it, so under root the directory is given to uid 1000."""
+        The shell runs as the directory's owner; under root the directory is given to uid 1000,
+        so the session's shell is not root (and works under SANDBOX_ROOT_SHELL=0 too)."""
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40] or "project"
         path = Path(tempfile.mkdtemp(prefix=f"{safe}-", dir=self.projects_dir))
         path.chmod(0o755)
@@ -356,9 +357,14 @@ class SandboxServerContainer(DockerContainer):
             result = await client.call_tool(tool, arguments or {})
         content = result.structured_content
         data: dict[str, Any] = content if isinstance(content, dict) else {}
-        if result.is_error:
-            error = data.get("error") or {}
+        if result.is_error:  # the contract's {"error": ...} is the text (no structured content)
             text = " ".join(getattr(block, "text", "") for block in result.content)
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = {}
+            error = parsed.get("error") if isinstance(parsed, dict) else None
+            error = error if isinstance(error, dict) else {}
             raise SandboxToolError(
                 tool,
                 str(error.get("code", "ERROR")),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything sandbox needs on this machine, idempotently:
 #   a Docker engine that answers (installed and started when we are root on Debian),
-#   the base image, the session image, and a venv in .venv with the project and its dev extras.
+#   the base image, the session image, a venv in .venv with the project and its dev extras,
+#   and node/npm with the conformance suite's node modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,9 @@ if ! docker compose version >/dev/null 2>&1; then
   ln -sf "$(.venv/bin/python -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).with_name("docker-compose"))')" \
     "${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins/docker-compose"
 fi
+
+# Node.js, npm and the TypeScript SDK conformance suite's modules (tests/conformance).
+bash scripts/node.sh
 
 if ! docker image inspect sandbox-session:latest >/dev/null 2>&1 \
    || [ sandbox/images/session/Dockerfile -nt .venv/.image-built ]; then

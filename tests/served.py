@@ -4,6 +4,7 @@ port, wait until it answers ``/healthz``, stop it."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from mcp.types import CallToolResult
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 START_S = 30  # a loaded engine can take a while: startup runs gc and adopts durable sessions
@@ -78,3 +80,36 @@ def initialize(client: str, ident: int = 1) -> dict[str, Any]:
             "clientInfo": {"name": client, "version": "0"},
         },
     }
+
+
+def payload(result: CallToolResult) -> dict[str, Any]:
+    """A tool result's data: a success's structured content (equal to its text), an error's
+    ``{"error": ...}`` from its text (an error carries no structured content: clients validate
+    structured content against the tool's output schema, errors included)."""
+    assert len(result.content) == 1
+    block = result.content[0]
+    assert block.type == "text"
+    data = json.loads(block.text)
+    assert isinstance(data, dict)
+    if result.is_error:
+        assert result.structured_content is None, "an error result must carry no structured content"
+        assert set(data) == {"error"}
+    else:
+        assert result.structured_content == data
+    return data
+
+
+def refusal(response: httpx.Response) -> dict[str, Any]:
+    """The contract's error of an HTTP refusal: the body's ``error``, or, for a request that
+    accepts ``text/event-stream`` (an MCP client), the same inside a JSON-RPC error's data
+    (the MCP SDKs surface a JSON-RPC error body; they drop anything else)."""
+    body = response.json()
+    if "text/event-stream" in response.request.headers.get("accept", ""):
+        assert body["jsonrpc"] == "2.0"
+        assert isinstance(body["error"]["code"], int)
+        error = body["error"]["data"]["error"]
+        assert error["code"] in body["error"]["message"]
+    else:
+        error = body["error"]
+    assert set(error) == {"code", "message", "hint"}
+    return dict(error)

@@ -160,6 +160,12 @@ class Backend(Protocol):
 
     def describe(self) -> EngineDescription: ...
 
+    @property
+    def sets_fsize_ulimit(self) -> bool:
+        """Whether the engine caps a container's file size itself. Podman's compatible API
+        cannot (see ``sandbox.backends.podman``): there a session's first process does."""
+        ...
+
     def image_exists(self, image: str) -> bool: ...
 
     def build_image(

@@ -12,6 +12,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import docker
@@ -25,6 +26,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from sandbox.backends import podman as podman_dialect
 from sandbox.backends.base import (
     ContainerSpec,
     ContainerState,
@@ -64,7 +66,9 @@ def translate(exc: BaseException, *, what: str = "") -> SandboxError:
             return SessionNotFoundError(f"{prefix}container is not running: {_explain(exc)}")
         if 400 <= status < 500:
             return InvalidArgumentError(f"{prefix}the engine refused: {_explain(exc)}")
-        return EngineUnavailableError(f"{prefix}engine error {status}: {_explain(exc)}")
+        return EngineUnavailableError(
+            f"{prefix}engine error {status}: {_explain(exc)}", hint=refusal_hint(_explain(exc))
+        )
     if isinstance(
         exc,
         requests.exceptions.ConnectionError
@@ -75,6 +79,29 @@ def translate(exc: BaseException, *, what: str = "") -> SandboxError:
     ):
         return EngineUnavailableError(f"{prefix}the container engine does not answer: {exc}")
     return InternalError(f"{prefix}{type(exc).__name__}: {exc}")
+
+
+def refusal_hint(explanation: str) -> str:
+    """What to do when the engine answered but could not run the container (it is up: the
+    connection is not the problem)."""
+    text = explanation.lower()
+    if "rlimit" in text:
+        return (
+            "The engine's default ulimits exceed this machine's hard limits (Podman: its "
+            "defaults are above `ulimit -Hn`). Set default_ulimits in "
+            '/etc/containers/containers.conf, e.g. ["nofile=20000:20000", "nproc=4096:4096"] '
+            "with values at or below `ulimit -Hn` / `ulimit -Hu`, then restart the Podman "
+            "service; `sandbox doctor` checks it."
+        )
+    if "catatonit" in text or "init binary" in text or "podman-init" in text:
+        return (
+            "Podman needs catatonit for a container's init (sessions run with --init): install "
+            "it (Debian/Ubuntu: apt-get install catatonit; Fedora: dnf install catatonit)."
+        )
+    return (
+        "The engine answered but could not run the container; its message above says why. "
+        "`sandbox doctor` starts a container with the sessions' exact options and names the fix."
+    )
 
 
 def _explain(exc: docker.errors.APIError) -> str:
@@ -178,16 +205,56 @@ class DockerExecChannel:
 class DockerBackend:
     """Containers on a Docker-API engine (Docker Engine, Docker Desktop, Podman)."""
 
-    def __init__(self, client: docker.DockerClient | None = None) -> None:
-        if client is None:
-            try:
-                client = docker.from_env(timeout=60)
-            except Exception as exc:
-                raise translate(exc, what="connecting to the engine") from exc
-        self.client = client
-        self.api: docker.APIClient = client.api
+    def __init__(self, client: docker.DockerClient | None = None, *, lazy: bool = False) -> None:
+        """Connect to the engine of the environment (``DOCKER_HOST``) unless given ``client``.
+
+        ``lazy``: connect on first use instead, and again on each use until it answers, so an
+        MCP server started before the engine runs answers ENGINE_UNAVAILABLE with the fix (and
+        works once the engine is up) instead of exiting where its client cannot see why."""
+        self._client = client
+        self._connecting = threading.Lock()
+        self._podman: bool | None = None
+        self._seccomp: tuple[Path | None] | None = None
+        if client is None and not lazy:
+            self._connect()
+
+    def _connect(self) -> docker.DockerClient:
+        with self._connecting:
+            if self._client is None:
+                try:
+                    self._client = docker.from_env(timeout=60)
+                except Exception as exc:
+                    raise translate(exc, what="connecting to the engine") from exc
+            return self._client
+
+    @property
+    def client(self) -> docker.DockerClient:
+        return self._client if self._client is not None else self._connect()
+
+    @property
+    def api(self) -> docker.APIClient:
+        return self.client.api
 
     # -- containers ---------------------------------------------------------------------
+    def _security_opt(self) -> list[str]:
+        """no-new-privileges, and on Podman a seccomp profile that refuses user namespaces as
+        Docker's default does (Podman's own default lets an agent become root in one)."""
+        options = ["no-new-privileges:true"]
+        if not self.is_podman:
+            return options
+        if self._seccomp is None:
+            local = str(self.api.base_url).startswith("http+docker://localhost")
+            path = podman_dialect.seccomp_profile(local)
+            if path is None:
+                log.warning(
+                    "Podman's default seccomp profile lets sessions create user namespaces, and "
+                    "it is not on this host to tighten (a remote engine?); sessions keep it"
+                )
+            self._seccomp = (path,)
+        if self._seccomp[0] is not None:
+            options.append(f"seccomp={self._seccomp[0]}")
+        return options
+
     @_translated("creating the container")
     def create(self, spec: ContainerSpec) -> str:
         host_config = self.api.create_host_config(
@@ -197,17 +264,20 @@ class DockerBackend:
             },
             init=True,
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"],
+            security_opt=self._security_opt(),
             pids_limit=spec.pids,
             mem_limit=f"{spec.memory_mb}m",
             memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9),
             network_mode=spec.network,
             read_only=spec.read_only_root,
-            tmpfs=spec.tmpfs,
+            tmpfs=podman_dialect.host_tmpfs(spec.tmpfs) if self.is_podman else spec.tmpfs,
+            # Podman's compat API, given any ulimit, sets the others to its own maxima, which
+            # may exceed the host's hard limits ("error setting rlimit type 7"): there the
+            # shell caps its file size itself (SHELL_ARGV) and the engine keeps its defaults.
             ulimits=(
                 [Ulimit(name="fsize", soft=spec.fsize_bytes, hard=spec.fsize_bytes)]
-                if spec.fsize_bytes
+                if spec.fsize_bytes and self.sets_fsize_ulimit
                 else None
             ),
             runtime=spec.runtime,
@@ -367,26 +437,53 @@ class DockerBackend:
                 return
             raise
 
+    @property
+    def is_podman(self) -> bool:
+        """Whether the engine is Podman's Docker-compatible service (asked once)."""
+        if self._podman is None:
+            try:
+                self._podman = self.describe().name == "Podman"
+            except SandboxError:
+                return False
+        return self._podman
+
+    @property
+    def sets_fsize_ulimit(self) -> bool:
+        return not self.is_podman
+
     @_translated("asking the engine for its version")
     @_retry
     def describe(self) -> EngineDescription:
         version = self.api.version()
         info = self.api.info()
         name = "Docker Engine"
-        components = " ".join(c.get("Name", "") for c in version.get("Components") or [])
         os_name = str(info.get("OperatingSystem", ""))
-        if "podman" in components.lower() or "podman" in str(version.get("Platform", "")).lower():
+        runtimes = tuple(sorted((info.get("Runtimes") or {}).keys()))
+        if podman_dialect.is_podman(version):
             name = "Podman"
+            runtimes = self._podman_runtimes() or runtimes
         elif "Docker Desktop" in os_name:
             name = "Docker Desktop"
         return EngineDescription(
             name=name,
             version=str(version.get("Version", "")),
             api_version=str(version.get("ApiVersion", "")),
-            runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())),
+            runtimes=runtimes,
             cgroup_version=str(info.get("CgroupVersion", "")),
             os=os_name,
         )
+
+    def _podman_runtimes(self) -> tuple[str, ...]:
+        """The runtime Podman runs containers with. Its compatible ``/info`` lists every
+        runtime containers.conf knows a path for (crun, kata, runsc...), installed or not;
+        its own API names the one in use."""
+        try:
+            response = self.api.get(f"{self.api.base_url}/v4.0.0/libpod/info", timeout=10)
+            response.raise_for_status()
+            name = response.json()["host"]["ociRuntime"]["name"]
+        except (requests.exceptions.RequestException, ValueError, KeyError, TypeError):
+            return ()
+        return (str(name),) if name else ()
 
     @_translated("looking up the image")
     @_retry

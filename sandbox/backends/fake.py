@@ -270,6 +270,10 @@ class FakeBackend:
             for channel in container.channels:
                 channel.close()
 
+    @property
+    def sets_fsize_ulimit(self) -> bool:
+        return True
+
     def describe(self) -> EngineDescription:
         self._check()
         return EngineDescription(name="Fake", version="0", api_version="0", runtimes=("fake",))

@@ -16,7 +16,7 @@ from tests.security.conftest import (  # noqa: F401  (fixtures)
     sec_config,
     sec_project,
 )
-from tests.served import Served, free_port, start_server, stop_server  # noqa: F401
+from tests.served import Served, free_port, payload, start_server, stop_server  # noqa: F401
 
 
 def serve_env(owner: str, state: Path, allowed_root: Path, **extra: str) -> dict[str, str]:
@@ -62,8 +62,7 @@ def mcp_calls(
             with anyio.fail_after(120):
                 for tool, arguments in calls:
                     result = await client.call_tool(tool, arguments)
-                    assert result.structured_content is not None
-                    out.append(result.structured_content)
+                    out.append(payload(result))
         return out
 
     return anyio.run(go)

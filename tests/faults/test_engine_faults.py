@@ -22,6 +22,7 @@ from sandbox.mcp_server import build_server
 from sandbox.models import CreateRequest
 from tests.conftest import make_project
 from tests.faults.conftest import SEC_OWNER, open_session, sec_config
+from tests.served import payload
 
 pytestmark = pytest.mark.docker
 
@@ -61,8 +62,7 @@ def test_an_unreachable_engine_is_engine_unavailable_with_a_hint_then_recovers(
                     with anyio.fail_after(30):
                         result = await client.call_tool("server_info", {})
                 assert result.is_error
-                assert result.structured_content is not None
-                return result.structured_content
+                return payload(result)
 
             error = anyio.run(over_mcp)["error"]
             assert error["code"] == "ENGINE_UNAVAILABLE"

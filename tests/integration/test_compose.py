@@ -36,7 +36,8 @@ from testcontainers.compose import DockerCompose
 from sandbox.config import LABEL_OWNER, SANDBOX_UID
 from tests.integration.conftest import ensure_server_image
 
-pytestmark = pytest.mark.docker
+# Not in the Podman tier: the team stack mounts Docker's socket and is built by its builder.
+pytestmark = [pytest.mark.docker, pytest.mark.docker_only]
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = secrets.token_hex(4)

@@ -86,13 +86,40 @@ def test_unterminated_quote_does_not_hang(shared: Session) -> None:
     assert shared.execute("echo fine", timeout_s=10).output == "fine\n"
 
 
-def test_exit_reports_a_dead_shell_without_hanging(fresh: Session) -> None:
+def test_exit_reports_a_dead_shell_without_hanging_and_the_next_execute_revives_it(
+    fresh: Session,
+) -> None:
+    fresh.execute("cd /tmp; export MINE=1; sleep 600 &", timeout_s=10)
     result = fresh.execute("exit 3", timeout_s=10)
     assert result.shell_exited
+    assert result.exit_code == 3
     assert not result.timed_out
-    with pytest.raises(SessionExitedError) as info:
-        fresh.execute("echo after", timeout_s=5)
-    assert info.value.code == "SESSION_EXITED"
+    assert "next execute starts a fresh shell" in result.notices[0]
+    assert fresh.status == "running"  # still reusable, by id or by project
+    after = fresh.execute('echo "after $PWD ${MINE:-unset}"; pgrep -fc "sleep 60[0]"', timeout_s=5)
+    assert after.output == "after /workspace unset\n1\n"  # defaults; the job kept running
+    assert after.exit_code == 0
+    assert after.shell_restarted
+    assert "exited with code 3" in after.notices[0]
+    assert fresh.shell_restarts == 1
+
+
+def test_a_session_with_its_own_command_stays_exited(
+    manager: SessionManager, project: Path
+) -> None:
+    created = manager.create(
+        CreateRequest(project_path=str(project), command=["sh", "-c", "exit 4"])
+    )
+    try:
+        session = manager.get(created.session_id)
+        assert session.wait_ended(10)
+        assert session.status == "exited"
+        assert manager.info(created.session_id).exit_code == 4
+        with pytest.raises(SessionExitedError) as info:
+            session.send(text="x")
+        assert info.value.code == "SESSION_EXITED"
+    finally:
+        manager.destroy(created.session_id, force=True)
 
 
 def test_timeout_returns_partial_output_kills_process_and_shell_stays_usable(
@@ -212,3 +239,7 @@ def test_set_e_kills_the_shell_and_is_reported(fresh: Session) -> None:
     fresh.execute("set -e", timeout_s=10)
     result = fresh.execute("false", timeout_s=10)
     assert result.shell_exited
+    assert result.exit_code == 1
+    again = fresh.execute("false; echo survived", timeout_s=10)  # set -e is gone with the shell
+    assert again.output == "survived\n"
+    assert again.shell_restarted

@@ -141,6 +141,39 @@ def test_tool_calls_work_with_the_token(served: Served, project: Path) -> None:
     assert len(out["progress"]) >= 1
 
 
+def test_python_sdk_without_the_token_is_told_to_set_the_authorization_header(
+    served: Served,
+) -> None:
+    async def connect() -> str:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http:
+            try:
+                async with Client(streamable_http_client(served.base + "/mcp", http_client=http)):
+                    return "connected"
+            except Exception as exc:  # the SDK's McpError, perhaps inside an exception group
+                return repr(exc)
+
+    said = anyio.run(connect)
+    assert "UNAUTHORIZED" in said
+    assert "set the Authorization header" in said
+
+
+def test_a_busy_port_is_one_line_naming_the_port(
+    served: Served, allowed_root: Path, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sandbox", "serve", "--port", str(served.port)],
+        env=server_env(allowed_root, tmp_path / "state", None),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert f"port {served.port} is already in use" in done.stderr
+    assert "--port" in done.stderr
+    assert "Errno" not in done.stderr
+
+
 def test_binding_all_interfaces_without_a_token_is_refused(
     engine: docker.DockerClient, allowed_root: Path, tmp_path: Path
 ) -> None:

@@ -12,12 +12,14 @@ from pathlib import Path
 import docker
 import pytest
 
+from sandbox.backends.docker import DockerBackend
 from sandbox.config import LABEL_MANAGED, LABEL_SESSION
 from sandbox.errors import InvalidArgumentError, PathNotAllowedError, SessionNotFoundError
 from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
 from sandbox.session import Session
 from tests.conftest import make_project
+from tests.hardening import assert_hardened
 
 pytestmark = pytest.mark.docker
 
@@ -36,8 +38,7 @@ def test_container_carries_the_contract_labels_and_security_profile(
     assert c.labels[LABEL_MANAGED] == "true"
     assert c.labels[LABEL_SESSION] == session.id
     host = c.attrs["HostConfig"]
-    assert host["CapDrop"] == ["ALL"]
-    assert "no-new-privileges:true" in host["SecurityOpt"]
+    assert_hardened(host, podman=DockerBackend(docker_client).is_podman)
     assert host["ReadonlyRootfs"] is True
     assert host["Init"] is True
     assert host["PidsLimit"] == 256

@@ -25,7 +25,8 @@ from sandbox.config import LABEL_OWNER
 from sandbox.testing import SandboxServerContainer, SandboxToolError
 from tests.integration.conftest import ensure_server_image
 
-pytestmark = pytest.mark.docker
+# Not in the Podman tier: the server image is built by Docker and run with Docker's socket mounted.
+pytestmark = [pytest.mark.docker, pytest.mark.docker_only]
 pytest_plugins = ("pytester",)
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,6 +19,7 @@ from typing import Any
 import docker
 import pytest
 
+from sandbox.backends.docker import DockerBackend
 from sandbox.config import LABEL_OWNER, SandboxConfig
 from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
@@ -69,7 +70,7 @@ def runtime(request: pytest.FixtureRequest, engine: docker.DockerClient) -> str 
     name = str(request.param)
     if name == "runc":
         return None
-    registered = (engine.info().get("Runtimes") or {}).keys()
+    registered = DockerBackend(engine).describe().runtimes  # Podman: the one it runs with
     if name not in registered:
         pytest.skip(
             f"the engine has no {name!r} runtime registered (it has: {', '.join(registered)}); "

@@ -21,6 +21,7 @@ from sandbox.mcp_server import build_server
 from sandbox.models import CreateRequest
 from tests.conftest import make_project
 from tests.security.conftest import open_session
+from tests.served import payload
 
 pytestmark = pytest.mark.docker
 
@@ -180,9 +181,7 @@ def call_tool(manager: SessionManager, tool: str, **arguments: Any) -> dict[str,
         async with Client(build_server(manager.config, manager)) as client:
             with anyio.fail_after(60):
                 result = await client.call_tool(tool, arguments)
-        data = result.structured_content
-        assert data is not None
-        return {"is_error": result.is_error, **data}
+        return {"is_error": result.is_error, **payload(result)}
 
     return anyio.run(go)
 

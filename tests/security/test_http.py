@@ -25,7 +25,15 @@ from mcp.client.streamable_http import streamable_http_client
 from sandbox.config import LABEL_OWNER
 from tests.conftest import make_project
 from tests.security.conftest import SEC_OWNER
-from tests.served import MCP_HEADERS, Served, free_port, initialize, start_server
+from tests.served import (
+    MCP_HEADERS,
+    Served,
+    free_port,
+    initialize,
+    payload,
+    refusal,
+    start_server,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -100,7 +108,7 @@ def test_requests_without_the_token_or_from_a_foreign_origin_are_refused(
 ) -> None:
     response = post(served, **headers)
     assert response.status_code == status
-    assert response.json()["error"]["code"] in {"UNAUTHORIZED", "BAD_HOST", "BAD_ORIGIN"}
+    assert refusal(response)["code"] in {"UNAUTHORIZED", "BAD_HOST", "BAD_ORIGIN"}
 
 
 def test_both_tokens_are_accepted(served: Served) -> None:
@@ -118,7 +126,7 @@ def test_an_oversized_body_is_413_with_a_clear_body(served: Served) -> None:
     big = {**INIT, "padding": "x" * (MAX_BODY + 1)}
     response = post(served, big, **bearer(TOKEN_A))
     assert response.status_code == 413
-    error = response.json()["error"]
+    error = refusal(response)
     assert error["code"] == "PAYLOAD_TOO_LARGE"
     assert str(MAX_BODY) in error["message"]
     assert "SANDBOX_HTTP_MAX_BODY_BYTES" in error["hint"]
@@ -138,7 +146,7 @@ def test_an_oversized_streamed_body_without_a_length_is_413_too(served: Served) 
         timeout=15,
     )
     assert response.status_code == 413
-    assert response.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert refusal(response)["code"] == "PAYLOAD_TOO_LARGE"
 
 
 def test_an_oversized_body_without_the_token_is_401_and_never_read(served: Served) -> None:
@@ -158,7 +166,7 @@ def mcp_call(token: str, served: Served, calls: list[tuple[str, dict[str, Any]]]
             with anyio.fail_after(120):
                 for tool, arguments in calls:
                     result = await client.call_tool(tool, arguments)
-                    out.append(result.structured_content)
+                    out.append(payload(result))
         return out
 
     return anyio.run(go)

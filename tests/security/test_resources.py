@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import docker
@@ -157,6 +158,20 @@ def test_the_project_mount_is_capped_by_the_file_size_limit(fresh: Session) -> N
     project = Path(fresh.spec.project_path)
     assert (project / "big.bin").stat().st_size <= TIGHT["fsize_mb"] * MiB
     works(fresh)
+
+
+def test_a_sessions_own_command_is_capped_by_the_file_size_limit_too(
+    sec_manager: SessionManager, sec_project: Path
+) -> None:
+    """On Podman the cap is the first process's (no engine ulimit): a command session too."""
+    script = f"head -c {TIGHT['fsize_mb'] * 3}M /dev/zero > big.bin; echo $? > rc.txt; sleep 60"
+    with open_session(sec_manager, sec_project, command=["sh", "-c", script]):
+        deadline = time.monotonic() + 20
+        while not (sec_project / "rc.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.2)
+        assert (sec_project / "rc.txt").read_text().strip() not in ("", "0")
+        assert (sec_project / "big.bin").stat().st_size <= TIGHT["fsize_mb"] * MiB
 
 
 @pytest.mark.parametrize(

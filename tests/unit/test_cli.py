@@ -147,6 +147,26 @@ def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) 
         assert f"    {name} " in out
 
 
+def test_every_option_with_a_default_says_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each valued option of run/shell/serve names its default (flags and ids have none)."""
+    for name in ("run", "shell", "serve"):
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        text = capsys.readouterr().out.split("options:")[1].split("example")[0]
+        out = " ".join(text.split())  # argparse wraps the help
+        options = ["--project", "--image", "--memory", "--cpus"] if name != "serve" else []
+        options += ["--timeout"] if name == "run" else []
+        options += ["--host", "--port"] if name == "serve" else []
+        for option in options:
+            described = out.split(f"{option} ", 1)[1].split(" --", 1)[0]
+            assert "(default: " in described, (name, option, described)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: the current directory)" in out
+    assert "SANDBOX_MAX_LIFETIME_S" in out
+
+
 def test_image_build_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["image", "build", "--help"])

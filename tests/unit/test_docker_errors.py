@@ -76,3 +76,15 @@ def test_unreachable_engine_is_engine_unavailable(monkeypatch: pytest.MonkeyPatc
     )
     with pytest.raises(EngineUnavailableError):
         DockerBackend(client).describe()
+
+
+def test_a_lazy_backend_starts_without_an_engine_and_fails_each_use_clearly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What `sandbox mcp` uses: the server starts before Docker and answers ENGINE_UNAVAILABLE."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    backend = DockerBackend(lazy=True)
+    for _ in range(2):  # not cached: a later use connects once the engine is up
+        with pytest.raises(EngineUnavailableError) as info:
+            backend.describe()
+        assert "DOCKER_HOST" in info.value.hint

@@ -92,3 +92,24 @@ def test_a_split_marker_prefix_after_another_escape_sequence_is_kept() -> None:
     scanner = MarkerScanner()
     found = scanner.scan(first, 0) + scanner.scan(second, len(first))
     assert [(m.kind, m.status, m.start) for m in found] == [("end", 3, 9)]
+
+
+def test_foreground_parse_tells_waiting_from_working() -> None:
+    from sandbox.foreground import parse_foreground
+
+    waiting = parse_foreground("tpgid 14\nargs cat\nproc 14 S wait_woken\n", 7)
+    assert waiting is not None
+    assert waiting.waiting
+    assert not waiting.is_shell
+    repl = "tpgid 20\nargs python3\nproc 20 S poll_schedule_timeout.constprop.0\n"
+    assert parse_foreground(repl, 7).waiting  # type: ignore[union-attr]
+    working = parse_foreground("tpgid 30\nargs make\nproc 30 S do_wait\nproc 31 R 0\n", 7)
+    assert working is not None
+    assert not working.waiting
+    sleeping = parse_foreground("tpgid 40\nargs sleep 100\nproc 40 S hrtimer_nanosleep\n", 7)
+    assert sleeping is not None
+    assert not sleeping.waiting
+    builtin = parse_foreground("tpgid 7\nargs bash\nproc 7 S wait_woken\n", 7)
+    assert builtin is not None
+    assert builtin.is_shell
+    assert parse_foreground("tpgid 7\n", 7) is None

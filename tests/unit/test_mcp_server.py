@@ -5,7 +5,6 @@ Every call is bounded by ``anyio.fail_after``; nothing waits by sleeping.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
@@ -22,6 +22,7 @@ from sandbox.config import SandboxConfig
 from sandbox.errors import ERROR_CODES
 from sandbox.manager import SessionManager
 from sandbox.mcp_server import build_server, split_enter
+from tests.served import payload
 
 pytestmark = pytest.mark.anyio
 
@@ -80,6 +81,7 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     """Call a tool that must succeed; check text and structured content agree."""
     with anyio.fail_after(LIMIT_S):
         result = await client.call_tool(tool, arguments)
+    await _conforms(client, tool, result)
     data = _data(result)
     assert not result.is_error, data
     return data
@@ -89,6 +91,7 @@ async def fail(client: Client, tool: str, **arguments: Any) -> dict[str, str]:
     """Call a tool that must fail; return the contract's error object."""
     with anyio.fail_after(LIMIT_S):
         result = await client.call_tool(tool, arguments)
+    await _conforms(client, tool, result)
     data = _data(result)
     assert result.is_error, data
     error = data["error"]
@@ -99,13 +102,18 @@ async def fail(client: Client, tool: str, **arguments: Any) -> dict[str, str]:
     return dict(error)
 
 
+async def _conforms(client: Client, tool: str, result: CallToolResult) -> None:
+    """What the TypeScript SDK's ``callTool`` checks (errors included): structured content,
+    when present, validates against the tool's declared output schema."""
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    schema = listed[tool].output_schema
+    assert schema is not None, f"{tool} declares no output schema"
+    if result.structured_content is not None:
+        jsonschema.validate(result.structured_content, schema)
+
+
 def _data(result: CallToolResult) -> dict[str, Any]:
-    assert result.structured_content is not None
-    assert len(result.content) == 1
-    text = result.content[0]
-    assert text.type == "text"
-    assert json.loads(text.text) == result.structured_content
-    return dict(result.structured_content)
+    return payload(result)
 
 
 async def create(client: Client, project: Path, **extra: Any) -> str:
@@ -487,15 +495,21 @@ async def test_too_many_sessions_is_session_limit(client: Client, project: Path)
     assert error["code"] == "SESSION_LIMIT"
 
 
-async def test_a_shell_that_exited_is_session_exited(client: Client, project: Path) -> None:
+async def test_a_shell_that_exited_is_session_exited_until_execute_revives_it(
+    client: Client, project: Path
+) -> None:
     sid = await create(client, project)
     gone = await call(client, "execute", session_id=sid, command="exit 3")
     assert gone["shell_exited"] is True
+    assert gone["notices"]
     error = await fail(client, "send", session_id=sid, text="echo hi\n")
     assert error["code"] == "SESSION_EXITED"
-    assert (await fail(client, "execute", session_id=sid, command="true"))["code"] == (
-        "SESSION_EXITED"
-    )
+    assert "execute" in error["hint"]
+    info = await call(client, "session_info", session_id=sid)
+    assert info["status"] == "running"
+    revived = await call(client, "execute", session_id=sid, command="true")
+    assert revived["shell_restarted"] is True
+    assert revived["exit_code"] == 0
 
 
 async def test_destroying_a_busy_session_is_session_busy_unless_forced(
