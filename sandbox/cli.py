@@ -19,10 +19,10 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from sandbox import __version__
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxError, SessionNotFoundError
 from sandbox.models import CreateRequest
+from sandbox.version import __version__
 
 log = logging.getLogger("sandbox")
 

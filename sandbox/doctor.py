@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sandbox.backends.base import EngineDescription
-from sandbox.config import HOME_PARENT, SESSION_HOME, SandboxConfig
+from sandbox.config import (
+    HOME_PARENT,
+    SESSION_HOME,
+    SandboxConfig,
+    env_var,
+)
 from sandbox.errors import SandboxError
 from sandbox.execute import SHELL_ARGV
 from sandbox.image import DEFAULT_IMAGE
@@ -32,8 +37,8 @@ MIN_API_VERSION = (1, 40)
 PROBE_MEMORY_MB = 64
 PROBE_PIDS = 64
 PROBE_CPUS = 0.5
-RUNTIME_ENV = "SANDBOX_RUNTIME"
-ALLOWED_RUNTIMES_ENV = "SANDBOX_ALLOWED_RUNTIMES"
+RUNTIME_ENV = env_var("runtime")
+ALLOWED_RUNTIMES_ENV = env_var("allowed_runtimes")
 GVISOR = "runsc"
 # How to register gVisor with a Docker engine. Debian's runsc works with networking off only,
 # and sessions need no network by default: pass --network=none to every sandbox it runs.
@@ -107,7 +112,7 @@ def run_checks(
         yield Check("configuration", "ok", "SANDBOX_* variables are valid")
     except SandboxError as exc:
         yield Check("configuration", "FAIL", exc.message, exc.hint)
-        config = SandboxConfig()
+        config = SandboxConfig.defaults()
     yield _state_dir(config)
     yield _allowed_roots(config)
 
@@ -139,8 +144,8 @@ def run_checks(
     yield Check("engine answers", "ok", f"{engine.name} {', '.join(details)} at {where}")
     yield _api_version(engine)
     yield _user_namespaces(backend)
-    runtime = env.get(RUNTIME_ENV) or None
-    yield _runtime(engine, runtime, env.get(ALLOWED_RUNTIMES_ENV, ""))
+    runtime = config.runtime
+    yield _runtime(engine, runtime, ",".join(config.allowed_runtimes))
     if runtime not in engine.runtimes:
         runtime = None  # already reported; probe the limits with the default runtime
 

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from sandbox import __version__
 from sandbox.backends.base import Backend
+from sandbox.config import DEFAULT_IMAGE
+from sandbox.version import __version__
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMAGE = "sandbox-session:latest"
+__all__ = ["DEFAULT_IMAGE", "build_session_image", "ensure_session_image", "session_tags"]
 
 
 def session_context_dir() -> Path:

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from sandbox import __version__
 from sandbox.backends.base import Backend, ContainerState
 from sandbox.config import (
     LABEL_DURABLE,
@@ -61,6 +60,7 @@ from sandbox.pool import WarmPool
 from sandbox.profile import Blueprint, container_spec, session_spec, spec_from_label, volume_name
 from sandbox.profile import blueprint as make_blueprint
 from sandbox.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
+from sandbox.version import __version__
 
 log = logging.getLogger(__name__)
 

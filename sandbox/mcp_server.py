@@ -43,7 +43,6 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sandbox import __version__
 from sandbox.config import SandboxConfig
 from sandbox.errors import (
     InternalError,
@@ -81,6 +80,7 @@ from sandbox.tool_input import (
     SignalInput,
     validation_error,
 )
+from sandbox.version import __version__
 
 if TYPE_CHECKING:
     from sandbox.manager import SessionManager

@@ -20,7 +20,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox import __version__
 from sandbox.backends.base import ContainerSpec, Mount
 from sandbox.config import (
     HOME_PARENT,
@@ -45,6 +44,7 @@ from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest, Limits
 from sandbox.paths import project_owner, resolve_project_path, write_access
 from sandbox.state import SessionSpec, now_iso
+from sandbox.version import __version__
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
