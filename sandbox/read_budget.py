@@ -13,22 +13,28 @@ full speed again (``Session._attend``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+
+Clock = Callable[[], float]
 
 
 class ReadBudget:
-    """A token bucket of bytes: ``spend`` says how long to pause after a read."""
+    """A token bucket of bytes: ``spend`` says how long to pause after a read.
 
-    def __init__(self, rate: float, burst: float) -> None:
+    ``clock`` (seconds, monotonic) is injectable so the bucket can be tested without waiting."""
+
+    def __init__(self, rate: float, burst: float, *, clock: Clock = time.monotonic) -> None:
         self.rate = rate  # bytes per second; 0 = unlimited
         self.burst = burst
+        self._clock = clock
         self._tokens = burst
-        self._at = time.monotonic()
+        self._at = clock()
 
     def spend(self, n: int) -> float:
         """Account ``n`` bytes read while unattended; seconds to pause before the next read."""
         if self.rate <= 0:
             return 0.0
-        now = time.monotonic()
+        now = self._clock()
         self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate) - n
         self._at = now
         return -self._tokens / self.rate if self._tokens < 0 else 0.0
@@ -36,4 +42,4 @@ class ReadBudget:
     def refill(self) -> None:
         """Someone attends: the next unattended stretch starts with a full burst."""
         self._tokens = self.burst
-        self._at = time.monotonic()
+        self._at = self._clock()
