@@ -24,7 +24,7 @@ from docker.types import Ulimit
 from bench.env import BenchEnv
 from sandbox.backends.podman import is_podman
 from sandbox.config import SANDBOX_UID, SESSION_HOME, WORKSPACE, SandboxConfig
-from sandbox.profile import HOME_PARENT
+from sandbox.session.profile import HOME_PARENT
 
 SHELL_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import session as session_module
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import InvalidArgumentError
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
-from sandbox.read_budget import ReadBudget
+from sandbox.session import session as session_module
+from sandbox.session.manager import SessionManager
+from sandbox.session.read_budget import ReadBudget
 
 KIB = 1024
 

@@ -34,7 +34,6 @@ from sandbox.config import (
     SandboxConfig,
     new_instance_id,
 )
-from sandbox.durable import attach_command as durable_attach_command
 from sandbox.errors import (
     InvalidArgumentError,
     SandboxError,
@@ -43,7 +42,6 @@ from sandbox.errors import (
     SessionLimitError,
     SessionNotFoundError,
 )
-from sandbox.image import ensure_session_image
 from sandbox.models import (
     CreateRequest,
     Defaults,
@@ -55,11 +53,19 @@ from sandbox.models import (
     SessionInfo,
     SessionList,
 )
-from sandbox.paths import resolve_project_path
-from sandbox.pool import WarmPool
-from sandbox.profile import Blueprint, container_spec, session_spec, spec_from_label, volume_name
-from sandbox.profile import blueprint as make_blueprint
-from sandbox.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
+from sandbox.session.image import ensure_session_image
+from sandbox.session.paths import resolve_project_path
+from sandbox.session.pool import WarmPool
+from sandbox.session.profile import (
+    Blueprint,
+    container_spec,
+    session_spec,
+    spec_from_label,
+    volume_name,
+)
+from sandbox.session.profile import blueprint as make_blueprint
+from sandbox.session.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
+from sandbox.shell.durable import attach_command as durable_attach_command
 from sandbox.version import __version__
 
 log = logging.getLogger(__name__)

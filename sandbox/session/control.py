@@ -9,13 +9,13 @@ import time
 
 from sandbox.config import KEEPALIVE_UID
 from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
-from sandbox.execute import resync_line
 from sandbox.models import Cursor, SessionCreated, SessionInfo, SessionSummary, SignalResult, Usage
-from sandbox.probe import ProbeResult, parse_probe, probe_script
-from sandbox.profile import project_access
-from sandbox.signals import SIGNAL_NUMBERS
-from sandbox.state import SessionState
-from sandbox.terminal import ScreenSnapshot
+from sandbox.session.profile import project_access
+from sandbox.session.state import SessionState
+from sandbox.shell.ladder import SIGNAL_NUMBERS
+from sandbox.shell.markers import resync_line
+from sandbox.shell.probe import ProbeResult, parse_probe, probe_script
+from sandbox.terminal.stream import ScreenSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ echo "swept $killed"
 
 
 class ControlMixin(SessionState):
-    """signal, info and the ``sandbox.signals.Target`` methods for ``Session``."""
+    """signal, info and the ``sandbox.shell.ladder.Target`` methods for ``Session``."""
 
     shell_restarts: int
 

@@ -2,7 +2,7 @@
 
 stdout carries only the protocol (fd 1 points at stderr while serving); logs go to stderr.
 The server stops on stdin EOF, SIGINT or SIGTERM, then destroys its sessions. The wire is
-read and written on the event loop (``sandbox.stdio_wire``), not by the SDK's worker threads:
+read and written on the event loop (``sandbox.mcp.stdio_wire``), not by the SDK's worker threads:
 stopping never waits for input that will not come, and a request costs no thread hops.
 """
 
@@ -17,8 +17,8 @@ from mcp.server import MCPServer
 from mcp.server.stdio import stdio_server
 
 from sandbox.config import SandboxConfig
-from sandbox.mcp_server import build_server, collect_orphans
-from sandbox.stdio_wire import WireWriter, claimed_stdio, wire_lines
+from sandbox.mcp.server import build_server, collect_orphans
+from sandbox.mcp.stdio_wire import WireWriter, claimed_stdio, wire_lines
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 def serve(config: SandboxConfig) -> None:
     """Serve MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM; then destroy sessions."""
     from sandbox.backends.docker import DockerBackend
-    from sandbox.manager import SessionManager
+    from sandbox.session.manager import SessionManager
 
     manager = SessionManager(config, DockerBackend(lazy=True))  # answers without an engine
     try:

@@ -1,10 +1,10 @@
 """The MCP server: the contract's eleven tools as thin typed wrappers over ``SessionManager``.
 
-``build_server(config, manager)`` returns an ``MCPServer``; ``run_stdio`` serves it on
-stdin/stdout (``sandbox mcp``, see ``sandbox.stdio_app``) and ``run_http`` over streamable HTTP
-(``sandbox serve``, see ``sandbox.http_app``). Tool texts live in ``sandbox.mcp_text``. Each tool:
+``build_server(config, manager)`` returns an ``MCPServer``; ``sandbox.mcp.stdio`` serves it
+on stdin/stdout (``sandbox mcp``) and ``sandbox.mcp.http`` over streamable HTTP (``sandbox
+serve``); neither is imported here. Tool texts live in ``sandbox.mcp.texts``. Each tool:
 
-* validates its arguments itself (``sandbox.tool_input``), so a bad one becomes the contract's
+* validates its arguments itself (``sandbox.mcp.inputs``), so a bad one becomes the contract's
   ``INVALID_ARGUMENT`` result naming the field instead of the SDK's plain-text error;
 * runs the blocking engine call in a worker thread, never on the event loop;
 * returns the engine model's dict as structured content plus the same JSON as text, or
@@ -51,7 +51,20 @@ from sandbox.errors import (
     SessionLimitError,
     SessionNotFoundError,
 )
-from sandbox.mcp_text import DESCRIPTIONS, INSTRUCTIONS, TITLES
+from sandbox.mcp.inputs import (
+    ExecuteInput,
+    NoInput,
+    ReadInput,
+    ReadLogInput,
+    ResizeInput,
+    SendInput,
+    SessionCreateInput,
+    SessionDestroyInput,
+    SessionInput,
+    SignalInput,
+    validation_error,
+)
+from sandbox.mcp.texts import DESCRIPTIONS, INSTRUCTIONS, TITLES
 from sandbox.models import (
     CreateRequest,
     Destroyed,
@@ -66,25 +79,12 @@ from sandbox.models import (
     SessionList,
     SignalResult,
 )
-from sandbox.paths import resolve_project_path
-from sandbox.tool_input import (
-    ExecuteInput,
-    NoInput,
-    ReadInput,
-    ReadLogInput,
-    ResizeInput,
-    SendInput,
-    SessionCreateInput,
-    SessionDestroyInput,
-    SessionInput,
-    SignalInput,
-    validation_error,
-)
+from sandbox.session.paths import resolve_project_path
 from sandbox.version import __version__
 
 if TYPE_CHECKING:
-    from sandbox.manager import SessionManager
-    from sandbox.session import Session
+    from sandbox.session.manager import SessionManager
+    from sandbox.session.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -467,7 +467,7 @@ def build_server(config: SandboxConfig, manager: SessionManager | None = None) -
     """The MCP server for ``manager`` (created, and closed when the server stops, if omitted)."""
     owned = manager is None
     if manager is None:
-        from sandbox.manager import SessionManager
+        from sandbox.session.manager import SessionManager
 
         manager = SessionManager(config)
     tools = Tools(config, manager)
@@ -534,17 +534,3 @@ def collect_orphans(manager: SessionManager) -> None:
         )
     if adopted:
         log.warning("reattached durable sessions: %s", ", ".join(adopted))
-
-
-def run_stdio(config: SandboxConfig) -> None:
-    """Serve MCP on stdin/stdout (see ``sandbox.stdio_app``)."""
-    from sandbox.stdio_app import serve
-
-    serve(config)
-
-
-def run_http(config: SandboxConfig, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve MCP over streamable HTTP at ``/mcp`` (see ``sandbox.http_app``)."""
-    from sandbox.http_app import serve
-
-    serve(config, host=host, port=port)

@@ -1,6 +1,6 @@
 """``execute``: type one command into the shell and return exactly its output and exit code.
 
-The marker protocol is in ``sandbox.execute``; this mixin of ``Session`` takes the session's
+The marker protocol is in ``sandbox.shell.markers``; this mixin of ``Session`` takes the session's
 turn, types the line, waits for the end marker (or a timeout, an idle stretch, a cancel, a
 lost protocol), runs the escalation ladder when the command must be stopped, and shapes what
 the command printed into an ``ExecResult``.
@@ -15,16 +15,16 @@ import threading
 import time
 from collections.abc import Callable
 
-from sandbox.control import GRACE_S
 from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
-from sandbox.execute import command_line, new_nonce
-from sandbox.foreground import foreground_script, parse_foreground
 from sandbox.models import ExecResult, LogRange
-from sandbox.output import OutputFn, OutputStreamer, shape_output
-from sandbox.recovery import RecoveryMixin
-from sandbox.signals import escalate
-from sandbox.state import Pending
-from sandbox.terminal import clean_transcript
+from sandbox.session.control import GRACE_S
+from sandbox.session.output import OutputFn, OutputStreamer, shape_output
+from sandbox.session.recovery import RecoveryMixin
+from sandbox.session.state import Pending
+from sandbox.shell.foreground import foreground_script, parse_foreground
+from sandbox.shell.ladder import escalate
+from sandbox.shell.markers import command_line, new_nonce
+from sandbox.terminal.stream import clean_transcript
 
 log = logging.getLogger(__name__)
 

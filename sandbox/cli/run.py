@@ -8,7 +8,7 @@ found by its ``sandbox.server`` label, so even a create cut short leaves nothing
 
 The command's stdin is ``/dev/null`` (as ``docker run`` without ``-i``): a prompt cannot hang a
 CI job. Its stdout and stderr share the session's TTY, so programs keep their colours; they reach
-a local terminal as is, and a pipe as plain text (``sandbox.console``).
+a local terminal as is, and a pipe as plain text (``sandbox.cli.console``).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import threading
 from dataclasses import dataclass, field
 from types import FrameType
 
+from sandbox.cli.console import PipeCleaner, TerminalFilter, silence_stdout, terminal_size
 from sandbox.config import LABEL_MANAGED, LABEL_SERVER
-from sandbox.console import PipeCleaner, TerminalFilter, silence_stdout, terminal_size
 from sandbox.errors import SandboxError
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest, ExecResult
+from sandbox.session.manager import SessionManager
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from sandbox.rawlog import RawLog
-from sandbox.state import Pending
-from sandbox.terminal import clean_transcript
+from sandbox.session.state import Pending
+from sandbox.terminal.rawlog import RawLog
+from sandbox.terminal.stream import clean_transcript
 
 OutputFn = Callable[[bytes], None]
 

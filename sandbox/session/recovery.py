@@ -1,8 +1,8 @@
 """How a session recovers: a shell that lost its protocol or was killed is replaced, and a
 container a runaway job has made unusable is restarted (the escalation ladder's last rungs).
 
-A mixin of ``Session``; ``respawn`` and ``reset`` are also the ``sandbox.signals.Target`` methods
-the ladder calls.
+A mixin of ``Session``; ``respawn`` and ``reset`` are also the ``sandbox.shell.ladder.Target``
+methods the ladder calls.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from sandbox.control import GRACE_S, ControlMixin
 from sandbox.errors import SandboxError
-from sandbox.state import Pending
+from sandbox.session.control import GRACE_S, ControlMixin
+from sandbox.session.state import Pending
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable
 
 from sandbox.errors import SandboxError
-from sandbox.profile import Blueprint
-from sandbox.session import Session
+from sandbox.session.profile import Blueprint
+from sandbox.session.session import Session
 
 log = logging.getLogger(__name__)
 

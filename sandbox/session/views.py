@@ -6,11 +6,11 @@ import re
 import time
 
 from sandbox.errors import InvalidArgumentError
-from sandbox.keys import encode_keys, encode_text, parse_paste
 from sandbox.models import Cursor, LogChunk, ReadResult, ResizeResult, SendResult
-from sandbox.state import SessionState
-from sandbox.terminal import ScreenSnapshot, clean_transcript
-from sandbox.transcript import complete_prefix, sanitize_terminal, utf8_complete_end
+from sandbox.session.state import SessionState
+from sandbox.terminal.keys import encode_keys, encode_text, parse_paste
+from sandbox.terminal.stream import ScreenSnapshot, clean_transcript
+from sandbox.terminal.transcript import complete_prefix, sanitize_terminal, utf8_complete_end
 
 SEND_SETTLE_MS = 300  # send with wait_ms: return once the program paused this long
 SCROLLBACK_BYTES = 4 * 1024 * 1024

@@ -18,6 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sandbox.backends.base import Backend, ContainerState
+from sandbox.cli.console import (
+    PipeCleaner,
+    TerminalFilter,
+    format_age,
+    format_table,
+    readable_commands,
+)
 from sandbox.config import (
     LABEL_CREATED,
     LABEL_DURABLE,
@@ -29,15 +36,8 @@ from sandbox.config import (
     LABEL_SESSION,
     SandboxConfig,
 )
-from sandbox.console import (
-    PipeCleaner,
-    TerminalFilter,
-    format_age,
-    format_table,
-    readable_commands,
-)
 from sandbox.errors import InvalidArgumentError, SandboxError, SessionNotFoundError
-from sandbox.manager import SessionManager
+from sandbox.session.manager import SessionManager
 
 FOLLOW_POLL_S = 0.2
 FOLLOW_CHECK_S = 1.0

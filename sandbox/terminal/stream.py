@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from sandbox.screen import ScreenModel, ScreenSnapshot, TerminalScreen
-from sandbox.transcript import clean_transcript, complete_prefix
+from sandbox.terminal.screen import ScreenModel, ScreenSnapshot, TerminalScreen
+from sandbox.terminal.transcript import clean_transcript, complete_prefix
 
 __all__ = [
     "DA1_REPLY",

@@ -15,7 +15,7 @@ Every ``/mcp`` request passes ``Guard`` first, whatever address the server is bo
 Beyond the guard: uvicorn refuses connections past ``SANDBOX_HTTP_MAX_CONNECTIONS`` (503), the
 SDK refuses MCP connections past ``SANDBOX_HTTP_MAX_CLIENTS`` (503) and closes those idle for
 ``SANDBOX_HTTP_CLIENT_IDLE_S``; per-token session quotas are enforced by the tools
-(``sandbox.mcp_server``).
+(``sandbox.mcp.server``).
 
 Binding a non-loopback address without a token is refused before anything starts.
 ``/healthz`` needs nothing and says only that the server is alive.
@@ -41,9 +41,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sandbox import http_auth
 from sandbox.config import SandboxConfig
 from sandbox.errors import InvalidArgumentError
+from sandbox.mcp import http_auth
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -107,7 +107,7 @@ def _refusal(
     status: int, code: str, message: str, hint: str, scope: Scope | None = None
 ) -> Response:
     """A refusal in the contract's shape (JSON-RPC-wrapped for an MCP client, see
-    ``sandbox.http_auth``); a 401 says how to send the token."""
+    ``sandbox.mcp.http_auth``); a 401 says how to send the token."""
     jsonrpc = scope is not None and http_auth.wants_jsonrpc(scope)
     body = http_auth.refusal_body(code, message, hint, jsonrpc=jsonrpc)
     return JSONResponse(body, status_code=status)
@@ -326,8 +326,8 @@ def serve(config: SandboxConfig, host: str, port: int) -> None:
     import uvicorn
 
     from sandbox.backends.docker import DockerBackend
-    from sandbox.manager import SessionManager
-    from sandbox.mcp_server import build_server, collect_orphans
+    from sandbox.mcp.server import build_server, collect_orphans
+    from sandbox.session.manager import SessionManager
 
     check_bind(config, host)
     listener = bind(host, port)

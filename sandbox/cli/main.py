@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Terminated as exc:
         return 128 + exc.signum
     except BrokenPipeError:  # e.g. `sandbox ls | head -1`
-        from sandbox.console import silence_stdout
+        from sandbox.cli.console import silence_stdout
 
         silence_stdout()
         return 141
@@ -291,8 +291,8 @@ def _box_config(
 
 
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.manager import SessionManager
-    from sandbox.runner import RunOptions, run_command
+    from sandbox.cli.run import RunOptions, run_command
+    from sandbox.session.manager import SessionManager
 
     argv = list(args.argv)
     if argv and argv[0] == "--":
@@ -317,10 +317,10 @@ def _usage(command: str, message: str) -> NoReturn:
 
 
 def _shell(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.bridge import SessionLink, bridge
-    from sandbox.console import terminal_size
-    from sandbox.manager import SessionManager
-    from sandbox.runner import remove_own_containers
+    from sandbox.cli.attach import SessionLink, bridge
+    from sandbox.cli.console import terminal_size
+    from sandbox.cli.run import remove_own_containers
+    from sandbox.session.manager import SessionManager
 
     manager = SessionManager(
         _box_config(args, SandboxConfig.from_env()), on_build_line=_stderr_line
@@ -342,14 +342,14 @@ def _shell(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _attach(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.bridge import attach
+    from sandbox.cli.attach import attach
 
     return attach(args.id)
 
 
 def _ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.inventory import rows_table, session_rows
-    from sandbox.manager import SessionManager
+    from sandbox.cli.inventory import rows_table, session_rows
+    from sandbox.session.manager import SessionManager
 
     manager = SessionManager(SandboxConfig.from_env())
     try:
@@ -366,7 +366,7 @@ def _ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _logs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.inventory import print_log, session_log_path
+    from sandbox.cli.inventory import print_log, session_log_path
 
     config = SandboxConfig.from_env()
     if args.cast:
@@ -392,8 +392,8 @@ def _logs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _kill(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from sandbox.backends.docker import DockerBackend
+    from sandbox.cli.inventory import find_container
     from sandbox.config import LABEL_NAME, LABEL_SESSION
-    from sandbox.inventory import find_container
 
     backend = DockerBackend()
     state = find_container(backend, args.id)
@@ -404,8 +404,8 @@ def _kill(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _gc(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.inventory import find_orphans, orphans_table, remove_orphans
-    from sandbox.manager import SessionManager
+    from sandbox.cli.inventory import find_orphans, orphans_table, remove_orphans
+    from sandbox.session.manager import SessionManager
 
     config = SandboxConfig.from_env()
     manager = SessionManager(config)
@@ -432,7 +432,7 @@ def _gc(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.doctor import exit_code, run_checks
+    from sandbox.cli.doctor import exit_code, run_checks
 
     checks = []
     for check in run_checks():
@@ -449,24 +449,24 @@ def _doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _image(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from sandbox.backends.docker import DockerBackend
-    from sandbox.image import build_session_image
+    from sandbox.session.image import build_session_image
 
     build_session_image(DockerBackend(), _stderr_line)
     return 0
 
 
 def _mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.mcp_server import run_stdio
+    from sandbox.mcp.stdio import serve
 
-    run_stdio(SandboxConfig.from_env())
+    serve(SandboxConfig.from_env())
     return 0
 
 
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.mcp_server import run_http
+    from sandbox.mcp.http import serve
 
     config = SandboxConfig.from_env(token=args.token)
-    run_http(config, host=args.host, port=args.port)
+    serve(config, host=args.host, port=args.port)
     return 0
 
 

@@ -1,10 +1,11 @@
 """One session: a container, one attached TTY shell in it, and the terminal it draws.
 
 This module owns the shell's lifecycle and the reader thread. ``execute`` is in
-``sandbox.commands``, how a lost or killed shell is replaced in ``sandbox.recovery``; what a
-session shows and takes (``send``, ``read``, ``read_log``, ``resize``) is in ``sandbox.views``,
-how it is looked into and stopped (``signal``, ``info``, the escalation target) in
-``sandbox.control``, and the state they share in ``sandbox.state``.
+``sandbox.session.commands``, how a lost or killed shell is replaced in
+``sandbox.session.recovery``; what a session shows and takes (``send``, ``read``, ``read_log``,
+``resize``) is in ``sandbox.session.views``, how it is looked into and stopped (``signal``,
+``info``, the escalation target) in
+``sandbox.session.control``, and the state they share in ``sandbox.session.state``.
 
 Threads: one reader thread per session reads the exec socket and does only cheap work per chunk
 (append to the raw log, find markers with ``bytes.find``, count newlines, notice terminal
@@ -22,15 +23,20 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox import durable
 from sandbox.backends.base import Backend, ExecChannel
-from sandbox.commands import CommandsMixin, ProgressFn
 from sandbox.config import KEEPALIVE_UID
 from sandbox.errors import (
     SandboxError,
     SessionExitedError,
 )
-from sandbox.execute import (
+from sandbox.models import Destroyed
+from sandbox.session.commands import CommandsMixin, ProgressFn
+from sandbox.session.output import OutputFn
+from sandbox.session.read_budget import ReadBudget
+from sandbox.session.state import Pending, SessionSpec, now_iso
+from sandbox.session.views import ViewsMixin
+from sandbox.shell import durable
+from sandbox.shell.markers import (
     SHELL_ARGV,
     Marker,
     MarkerScanner,
@@ -38,14 +44,15 @@ from sandbox.execute import (
     new_nonce,
     shell_rc,
 )
-from sandbox.models import Destroyed
-from sandbox.output import OutputFn
-from sandbox.rawlog import RawLog
-from sandbox.read_budget import ReadBudget
-from sandbox.recording import CastRecorder
-from sandbox.state import Pending, SessionSpec, now_iso
-from sandbox.terminal import DA1_REPLY, DA2_REPLY, LazyScreen, StreamScanner, clean_transcript
-from sandbox.views import ViewsMixin
+from sandbox.terminal.rawlog import RawLog
+from sandbox.terminal.recording import CastRecorder
+from sandbox.terminal.stream import (
+    DA1_REPLY,
+    DA2_REPLY,
+    LazyScreen,
+    StreamScanner,
+    clean_transcript,
+)
 
 __all__ = ["OutputFn", "ProgressFn", "Session", "SessionSpec", "now_iso"]
 

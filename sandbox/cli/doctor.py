@@ -26,10 +26,10 @@ from sandbox.config import (
     env_var,
 )
 from sandbox.errors import SandboxError
-from sandbox.execute import SHELL_ARGV
-from sandbox.image import DEFAULT_IMAGE
 from sandbox.models import CreateRequest
-from sandbox.profile import blueprint, container_spec, session_spec
+from sandbox.session.image import DEFAULT_IMAGE
+from sandbox.session.profile import blueprint, container_spec, session_spec
+from sandbox.shell.markers import SHELL_ARGV
 
 Status = Literal["ok", "FAIL", "warn", "info", "skip"]
 

@@ -29,15 +29,15 @@ from types import FrameType
 from typing import Protocol
 
 from sandbox.backends.base import ExecChannel
+from sandbox.cli.console import PipeCleaner, RawTerminal, TerminalFilter, terminal_size
 from sandbox.config import (
     LABEL_SESSION,
     LABEL_SPEC,
     SESSION_HOME,
     WORKSPACE,
 )
-from sandbox.console import PipeCleaner, RawTerminal, TerminalFilter, terminal_size
 from sandbox.errors import SandboxError, SessionExitedError
-from sandbox.session import Session
+from sandbox.session.session import Session
 
 OnBytes = Callable[[bytes], None]
 
@@ -220,10 +220,10 @@ def _write_all(fd: int, data: bytes) -> None:
 def attach(ident: str) -> int:
     """``sandbox attach ID``: the session's own terminal when it is durable (its tmux, read-write;
     ctrl-b d detaches), else a second shell in the same container; the exit code."""
-    from sandbox import durable
     from sandbox.backends.docker import DockerBackend
-    from sandbox.inventory import find_container
-    from sandbox.profile import spec_from_label
+    from sandbox.cli.inventory import find_container
+    from sandbox.session.profile import spec_from_label
+    from sandbox.shell import durable
 
     backend = DockerBackend()
     state = find_container(backend, ident)

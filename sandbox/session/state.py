@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from sandbox.backends.base import Backend, ExecChannel
 from sandbox.errors import SessionExitedError
 from sandbox.models import Limits
-from sandbox.rawlog import RawLog
-from sandbox.recording import CastRecorder
-from sandbox.terminal import LazyScreen, StreamScanner
+from sandbox.terminal.rawlog import RawLog
+from sandbox.terminal.recording import CastRecorder
+from sandbox.terminal.stream import LazyScreen, StreamScanner
 
 
 def now_iso() -> str:

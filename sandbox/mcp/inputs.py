@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sandbox.errors import InvalidArgumentError, SandboxError
-from sandbox.keys import parse_paste
 from sandbox.models import CreateRequest, SignalName, View
-from sandbox.signals import SIGNAL_NUMBERS
+from sandbox.shell.ladder import SIGNAL_NUMBERS
+from sandbox.terminal.keys import parse_paste
 
 _SCALARS = (bool, int, float, bool | None, int | None, float | None)
 _SIGNAL_BY_NUMBER = {number: name for name, number in SIGNAL_NUMBERS.items()}

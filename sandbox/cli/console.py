@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from sandbox.transcript import clean_transcript, complete_prefix, sanitize_terminal
+from sandbox.terminal.transcript import clean_transcript, complete_prefix, sanitize_terminal
 
 __all__ = [
     "PipeCleaner",
@@ -63,7 +63,7 @@ class TerminalFilter:
         sanitize: bool = False,
     ) -> None:
         """``sanitize``: also keep only sequences that draw (a replayed log must not write the
-        reader's clipboard or title: ``sandbox.transcript.sanitize_terminal``)."""
+        reader's clipboard or title: ``sandbox.terminal.transcript.sanitize_terminal``)."""
         self._write = write
         self._pattern = _MARKERS_AND_QUERIES if drop_queries else _MARKERS_ONLY
         self._sanitize = sanitize

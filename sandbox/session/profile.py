@@ -39,11 +39,11 @@ from sandbox.config import (
     WORKSPACE,
     SandboxConfig,
 )
-from sandbox.durable import STATE_DIR
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest, Limits
-from sandbox.paths import project_owner, resolve_project_path, write_access
-from sandbox.state import SessionSpec, now_iso
+from sandbox.session.paths import project_owner, resolve_project_path, write_access
+from sandbox.session.state import SessionSpec, now_iso
+from sandbox.shell.durable import STATE_DIR
 from sandbox.version import __version__
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
