@@ -12,7 +12,7 @@ from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
 from sandbox.models import Cursor, SessionCreated, SessionInfo, SessionSummary, SignalResult, Usage
 from sandbox.session.profile import project_access
 from sandbox.session.state import SessionState
-from sandbox.shell.ladder import SIGNAL_NUMBERS
+from sandbox.shell.ladder import LADDER, SIGNAL_NUMBERS, JobTarget, escalate
 from sandbox.shell.markers import resync_line
 from sandbox.shell.probe import ProbeResult, parse_probe, probe_script
 from sandbox.terminal.stream import ScreenSnapshot
@@ -212,9 +212,10 @@ class ControlMixin(SessionState):
             return SignalResult(
                 stopped=True, signals_sent=[], foreground_before=None, foreground_after=None
             )
-        if escalate_ and sig in ("INT", "TERM", "KILL"):
-            esc = self._escalate_job(before.foreground_pgid, sig)
-            sent, reset = esc
+        if escalate_ and sig in LADDER:
+            job = JobTarget(self, before.foreground_pgid)
+            esc = escalate(job, start=sig, grace_s=GRACE_S, use_tty=False, last_resort=False)
+            sent, reset = esc.signals_sent, esc.reset
         else:
             ok = self.signal_group(before.foreground_pgid, sig)
             sent, reset = ([f"SIG{sig}"] if ok else []), False
@@ -229,26 +230,6 @@ class ControlMixin(SessionState):
             foreground_after=fg_after,
             session_reset=reset,
         )
-
-    def _escalate_job(self, pgid: int, start: str) -> tuple[list[str], bool]:
-        sent: list[str] = []
-        ladder = ["INT", "TERM", "KILL"]
-        for sig in ladder[ladder.index(start) :]:
-            if not self.signal_group(pgid, sig):
-                self.reset()
-                return sent, True
-            sent.append(f"SIG{sig}")
-            deadline = time.monotonic() + GRACE_S
-            while time.monotonic() < deadline:
-                try:
-                    current = self.foreground_pgid()
-                except SandboxError:
-                    self.reset()
-                    return sent, True
-                if current != pgid:
-                    return sent, False
-                time.sleep(0.1)
-        return sent, False
 
     def _probe(self) -> ProbeResult | None:
         pid = self._shell_pid
