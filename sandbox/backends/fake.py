@@ -272,6 +272,10 @@ class FakeBackend:
                 channel.close()
 
     @property
+    def isolated(self) -> bool:
+        return False
+
+    @property
     def sets_fsize_ulimit(self) -> bool:
         return True
 

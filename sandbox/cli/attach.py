@@ -220,12 +220,12 @@ def _write_all(fd: int, data: bytes) -> None:
 def attach(ident: str) -> int:
     """``sandbox attach ID``: the session's own terminal when it is durable (its tmux, read-write;
     ctrl-b d detaches), else a second shell in the same container; the exit code."""
-    from sandbox.backends.docker import DockerBackend
+    from sandbox.backends import connect
     from sandbox.cli.inventory import find_container
     from sandbox.session.profile import spec_from_label
     from sandbox.shell import durable
 
-    backend = DockerBackend()
+    backend = connect()
     state = find_container(backend, ident)
     if not state.running:
         raise SessionExitedError(

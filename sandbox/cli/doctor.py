@@ -119,9 +119,9 @@ def run_checks(
     where = env.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
     try:
         if backend_factory is None:
-            from sandbox.backends.docker import DockerBackend
+            from sandbox.backends import connect
 
-            backend: Any = DockerBackend()
+            backend: Any = connect()
         else:
             backend = backend_factory()
         engine: EngineDescription = backend.describe()

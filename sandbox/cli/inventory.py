@@ -211,11 +211,11 @@ def stream_log(
 def print_log(config: SandboxConfig, ident: str, *, follow: bool, raw: bool) -> None:
     """``sandbox logs``: the session's log to stdout, as a terminal shows it (markers and
     queries removed, typed commands shown as such), as plain text when piped, or ``raw``."""
-    from sandbox.backends.docker import DockerBackend
+    from sandbox.backends import connect
 
     backend: Backend | None
     try:
-        backend = DockerBackend()
+        backend = connect()
     except SandboxError:
         if follow:
             raise

@@ -370,12 +370,12 @@ def _logs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     config = SandboxConfig.from_env()
     if args.cast:
+        from sandbox.backends import connect
         from sandbox.backends.base import Backend
-        from sandbox.backends.docker import DockerBackend
 
         backend: Backend | None
         try:
-            backend = DockerBackend()
+            backend = connect()
         except SandboxError:
             backend = None  # the files are on disk anyway
         cast = session_log_path(config.state_dir, backend, args.id).with_name("session.cast")
@@ -391,11 +391,11 @@ def _logs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _kill(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.backends.docker import DockerBackend
+    from sandbox.backends import connect
     from sandbox.cli.inventory import find_container
     from sandbox.config import LABEL_NAME, LABEL_SESSION
 
-    backend = DockerBackend()
+    backend = connect()
     state = find_container(backend, args.id)
     backend.remove(state.id)
     sid = state.labels.get(LABEL_SESSION, "?")
@@ -448,10 +448,10 @@ def _doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _image(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.backends.docker import DockerBackend
+    from sandbox.backends import connect
     from sandbox.session.image import build_session_image
 
-    build_session_image(DockerBackend(), _stderr_line)
+    build_session_image(connect(), _stderr_line)
     return 0
 
 

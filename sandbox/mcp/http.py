@@ -325,13 +325,13 @@ def serve(config: SandboxConfig, host: str, port: int) -> None:
     """Run until SIGINT/SIGTERM; then destroy this server's sessions."""
     import uvicorn
 
-    from sandbox.backends.docker import DockerBackend
+    from sandbox.backends import connect
     from sandbox.mcp.server import build_server, collect_orphans
     from sandbox.session.manager import SessionManager
 
     check_bind(config, host)
     listener = bind(host, port)
-    manager = SessionManager(config, DockerBackend(lazy=True))  # answers without an engine
+    manager = SessionManager(config, connect(lazy=True))  # answers without an engine
     stopping: list[int] = []
 
     def note(signum: int, frame: FrameType | None) -> None:

@@ -25,10 +25,10 @@ log = logging.getLogger(__name__)
 
 def serve(config: SandboxConfig) -> None:
     """Serve MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM; then destroy sessions."""
-    from sandbox.backends.docker import DockerBackend
+    from sandbox.backends import connect
     from sandbox.session.manager import SessionManager
 
-    manager = SessionManager(config, DockerBackend(lazy=True))  # answers without an engine
+    manager = SessionManager(config, connect(lazy=True))  # answers without an engine
     try:
         collect_orphans(manager)
         server = build_server(config, manager)

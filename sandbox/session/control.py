@@ -167,9 +167,7 @@ class ControlMixin(SessionState):
 
     def _in_container(self) -> bool:
         """Whether control commands run in a real container (not a fake backend's host)."""
-        from sandbox.backends.docker import DockerBackend
-
-        return isinstance(self.backend, DockerBackend)
+        return self.backend.isolated
 
     def respawn(self) -> bool:
         """Replace a shell that no longer answers with a fresh one in the same container."""

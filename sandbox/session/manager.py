@@ -83,9 +83,9 @@ class SessionManager:
         on_build_line: Callable[[str], None] | None = None,
     ) -> None:
         if backend is None:
-            from sandbox.backends.docker import DockerBackend
+            from sandbox.backends import connect
 
-            backend = DockerBackend()
+            backend = connect()
         self.config = config
         self.backend = backend
         self.instance_id = instance_id or new_instance_id()
