@@ -22,9 +22,8 @@ import docker
 from docker.types import Ulimit
 
 from bench.env import BenchEnv
-from sandbox.backends.podman import is_podman
+from sandbox.backends.podman import host_tmpfs, is_podman
 from sandbox.config import SANDBOX_UID, SESSION_HOME, WORKSPACE, SandboxConfig
-from sandbox.session.profile import HOME_PARENT
 
 SHELL_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 
@@ -35,7 +34,8 @@ def start_floor_container(env: BenchEnv, project: Path, config: SandboxConfig) -
     c = config
     fsize = c.fsize_mb << 20
     # as the backend does it: Podman gets no ulimit (it would raise the others past the host's)
-    ulimits = None if is_podman(api.version()) else [Ulimit(name="fsize", soft=fsize, hard=fsize)]
+    podman = is_podman(api.version())
+    ulimits = None if podman else [Ulimit(name="fsize", soft=fsize, hard=fsize)]
     host_config = api.create_host_config(
         binds={str(project): {"bind": WORKSPACE, "mode": "rw"}},
         init=True,
@@ -47,12 +47,15 @@ def start_floor_container(env: BenchEnv, project: Path, config: SandboxConfig) -
         nano_cpus=int(c.cpus * 1e9),
         network_mode="none",
         read_only=True,
-        tmpfs={
-            "/tmp": f"rw,nosuid,nodev,size={c.tmp_mb}m,mode=1777",
-            "/var/tmp": "rw,nosuid,nodev,size=64m,mode=1777",
-            HOME_PARENT: f"rw,nosuid,nodev,size={c.home_mb}m,mode=1777",
-            "/run": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
-        },
+        tmpfs=(host_tmpfs if podman else dict)(
+            {
+                "/tmp": f"rw,nosuid,nodev,size={c.tmp_mb}m,mode=1777",
+                "/var/tmp": "rw,nosuid,nodev,size=64m,mode=1777",
+                SESSION_HOME: f"rw,nosuid,nodev,size={c.home_mb}m,uid={SANDBOX_UID},"
+                f"gid={SANDBOX_UID},mode=0755",
+                "/run": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
+            }
+        ),
         ulimits=ulimits,
     )
     created = api.create_container(

@@ -264,7 +264,6 @@ LABEL_VERSION = "sandbox.version"
 LABEL_SPEC = "sandbox.spec"
 
 SESSION_HOME = "/home/sandbox"
-HOME_PARENT = "/home"  # a tmpfs; each shell makes SESSION_HOME in it as its own user
 WORKSPACE = "/workspace"
 SANDBOX_UID = 1000
 KEEPALIVE_UID = 65534

@@ -271,7 +271,7 @@ class DockerBackend:
             nano_cpus=int(spec.cpus * 1e9),
             network_mode=spec.network,
             read_only=spec.read_only_root,
-            tmpfs=spec.tmpfs,
+            tmpfs=podman_dialect.host_tmpfs(spec.tmpfs) if self.is_podman else spec.tmpfs,
             # Podman's compat API, given any ulimit, sets the others to its own maxima, which
             # may exceed the host's hard limits ("error setting rlimit type 7"): there the
             # shell caps its file size itself (SHELL_ARGV) and the engine keeps its defaults.

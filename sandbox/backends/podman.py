@@ -3,8 +3,8 @@
 ``DockerBackend`` talks to both through docker-py; the differences, measured on Podman 4.3.1
 (Debian bookworm) against Docker 20.10, are handled here:
 
-- A tmpfs's ``uid=``/``gid=`` options are refused (``unknown mount option``): the session's
-  home tmpfs is ``/home`` (mode 1777) and the shell's prelude makes its home there.
+- A tmpfs's ``uid=``/``gid=`` options are refused (``unknown mount option``): such a tmpfs
+  (the session's home) is open to every user instead, mode 1777 (``host_tmpfs``).
 - Given any ulimit, Podman sets the open-files and processes limits to its own maxima (1048576),
   above many hosts' hard limits (``error setting rlimit type 7``): it gets none, and the
   session's prelude caps the file size (``sandbox.session.profile.SHELL_ARGV``).
@@ -49,6 +49,19 @@ def is_podman(version: dict[str, Any]) -> bool:
     components = " ".join(str(c.get("Name", "")) for c in version.get("Components") or [])
     platform = str((version.get("Platform") or {}).get("Name", ""))
     return "podman" in f"{components} {platform}".lower()
+
+
+def host_tmpfs(tmpfs: dict[str, str]) -> dict[str, str]:
+    """A profile's tmpfs options as Podman takes them: a mount that was to be owned by a
+    user (``uid=``, refused here) is open to all, sticky, so the shell can write it."""
+    out = {}
+    for path, options in tmpfs.items():
+        kept = [o for o in options.split(",") if o]
+        if any(o.startswith(("uid=", "gid=")) for o in kept):
+            kept = [o for o in kept if not o.startswith(("uid=", "gid=", "mode="))]
+            kept.append("mode=1777")
+        out[path] = ",".join(kept)
+    return out
 
 
 def _flags_rule(name: str, index: int, action: str, value: int, **extra: Any) -> dict[str, Any]:

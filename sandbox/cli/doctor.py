@@ -19,12 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sandbox.backends.base import EngineDescription
-from sandbox.config import (
-    HOME_PARENT,
-    SESSION_HOME,
-    SandboxConfig,
-    env_var,
-)
+from sandbox.config import SESSION_HOME, SandboxConfig, env_var
 from sandbox.errors import SandboxError
 from sandbox.models import CreateRequest
 from sandbox.session.image import DEFAULT_IMAGE
@@ -341,8 +336,9 @@ def _limits(
             "session home writable",
             "FAIL",
             f"the shell's home {SESSION_HOME} could not be made or written: {said.strip()[-200:]}",
-            f"The image's {HOME_PARENT} must be empty and mode 1777 (engines such as Podman copy "
-            "it into the session's tmpfs): rebuild the session image with `sandbox image build`.",
+            f"The session's home is a tmpfs at {SESSION_HOME}: an image with a file there, or an "
+            "engine that ignores the tmpfs's owner and mode, breaks it. Rebuild the session "
+            "image with `sandbox image build`.",
         )
     yield from judge_limits(values)
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from sandbox.backends.base import ContainerSpec, Mount
 from sandbox.config import (
-    HOME_PARENT,
     KEEPALIVE_UID,
     LABEL_CREATED,
     LABEL_DURABLE,
@@ -174,6 +173,7 @@ def container_spec(config: SandboxConfig, instance_id: str, spec: SessionSpec) -
     tmp_mb = min(c.tmp_mb, budget // 2)
     home_mb = min(c.home_mb, budget // 4)
     var_mb = min(64, budget // 8)
+    uid, _, gid = spec.user.partition(":")
     network = "none"
     if spec.network:
         network = c.network if c.network_enabled else "bridge"
@@ -205,9 +205,8 @@ def container_spec(config: SandboxConfig, instance_id: str, spec: SessionSpec) -
         tmpfs={
             "/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777",
             "/var/tmp": f"rw,nosuid,nodev,size={var_mb}m,mode=1777",
-            # The shell makes its home in here as its own user (SHELL_ARGV): Podman refuses a
-            # tmpfs's uid=/gid= options, and the container's user is not the shell's.
-            HOME_PARENT: f"rw,nosuid,nodev,size={home_mb}m,mode=1777",
+            # The shell's own (Podman refuses uid=/gid=: there it is 1777, see backends.podman)
+            SESSION_HOME: f"rw,nosuid,nodev,size={home_mb}m,uid={uid},gid={gid},mode=0755",
             "/run": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
         },
         read_only_root=True,

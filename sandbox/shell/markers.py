@@ -92,8 +92,7 @@ printf '\033]777;sb;ready;%s;@TOKEN@\007' "$$"
 
 # Run by the exec: hands the rc file to an interactive bash through fd 3 (no temp file).
 # Before the shell: its file size cap (soft and hard: it cannot raise it back; on every engine,
-# since Podman cannot take it as a container ulimit), and its home, made as the shell's user
-# on the /home tmpfs (see the container profile).
+# since Podman cannot take it as a container ulimit), and its home if an image lacks it.
 SHELL_ARGV = [
     "bash",
     "-c",

@@ -276,6 +276,11 @@ def test_recording_is_asciicast_v2_and_adds_up_to_the_log(
         session.execute("echo done", timeout_s=10)
         assert session.recording is not None
         path = session.recording.path
+        # the prompt after "done" may still be on its way: compare once the terminal is quiet
+        size = -1
+        while size != session.log.size:
+            size = session.log.size
+            session.wait_output(size, 0.3)
         raw = session.log.read(0, session.log.size)
         lines = path.read_text(encoding="utf-8").splitlines()
         header = json.loads(lines[0])

@@ -143,7 +143,7 @@ CASES: dict[str, Case] = {
         "nothing outside the tmpfs mounts and the project is writable",
     ),
     "tmpfs-sized-nosuid": Case(
-        "grep -E ' (/tmp|/var/tmp|/run|/home) ' /proc/mounts",
+        "grep -E ' (/tmp|/var/tmp|/run|/home/sandbox) ' /proc/mounts",
         lambda r: (
             len(r.output.splitlines()) == 4
             and all("nosuid" in ln and "size=" in ln for ln in r.output.splitlines())

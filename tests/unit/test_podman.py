@@ -10,6 +10,7 @@ import pytest
 
 from sandbox.backends.podman import (
     CLONE_NEWUSER,
+    host_tmpfs,
     seccomp_profile,
     without_user_namespaces,
 )
@@ -69,3 +70,14 @@ def test_the_profile_is_written_once_for_a_local_engine_only(cache_home: Path) -
 def test_no_profile_without_podmans_own(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sandbox.backends.podman.DEFAULT_PROFILES", (Path("/nonexistent/x"),))
     assert seccomp_profile(local_engine=True) is None
+
+
+def test_a_tmpfs_owned_by_a_user_is_open_to_all_on_podman_and_others_are_kept() -> None:
+    tmpfs = {
+        "/home/sandbox": "rw,nosuid,size=12m,uid=1000,gid=1000,mode=0755",
+        "/tmp": "rw,nosuid,size=24m,mode=1777",
+    }
+    assert host_tmpfs(tmpfs) == {
+        "/home/sandbox": "rw,nosuid,size=12m,mode=1777",
+        "/tmp": "rw,nosuid,size=24m,mode=1777",
+    }
