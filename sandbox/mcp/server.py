@@ -79,7 +79,6 @@ from sandbox.models import (
     SessionList,
     SignalResult,
 )
-from sandbox.session.paths import resolve_project_path
 from sandbox.version import __version__
 
 if TYPE_CHECKING:
@@ -285,12 +284,11 @@ class Tools:
 
     def _session_for_project(self, client: str, project_path: str, name: str | None) -> str:
         """``execute`` by project: this client's running session of it, or a new one."""
-        project = str(resolve_project_path(project_path, self.config.allowed_roots))
-        for session in self.manager.sessions():
-            if session.spec.project_path != project or session.status != "running":
-                continue
-            if (name is None or session.spec.name == name) and self._visible(client, session.id):
-                return session.id
+        found = self.manager.find_for_project(
+            project_path, name, lambda session_id: self._visible(client, session_id)
+        )
+        if found is not None:
+            return found.id
         return self._create(client, CreateRequest(project_path=project_path, name=name)).session_id
 
     async def _run(self, fn: Callable[[], T], *, abandon: bool = False) -> T:

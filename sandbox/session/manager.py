@@ -331,12 +331,19 @@ class SessionManager:
             f"-e HOME={SESSION_HOME} -e TERM=xterm-256color {session.container_id[:12]} bash"
         )
 
-    def find_for_project(self, project_path: str, name: str | None) -> Session | None:
+    def find_for_project(
+        self,
+        project_path: str,
+        name: str | None,
+        visible: Callable[[str], bool] = lambda _id: True,
+    ) -> Session | None:
+        """A running session of ``project_path`` (named ``name``, if given) that ``visible``
+        admits (a client sees only its own), or None."""
         project = str(resolve_project_path(project_path, self.config.allowed_roots))
         for session in self.sessions():
             if session.spec.project_path != project or session.status != "running":
                 continue
-            if name is None or session.spec.name == name:
+            if (name is None or session.spec.name == name) and visible(session.id):
                 return session
         return None
 
