@@ -226,13 +226,13 @@ class Guard:
                 scope,
             )
         if self._tokens:
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            presented = given.strip().encode()
+            authorization = headers.get("authorization", "")
+            presented = http_auth.bearer_token(authorization).encode()
             # compare against every token (no early exit: the time says nothing about which)
             matches = [hmac.compare_digest(presented, t) for t in self._tokens]
-            ok = scheme.lower() == "bearer" and any(matches)
-            if not ok:
-                return _unauthorized(scope, presented=bool(presented))
+            if not (presented and any(matches)):
+                said = bool(authorization.partition(" ")[2].strip())  # a token, of any scheme
+                return _unauthorized(scope, presented=said)
         return None
 
 

@@ -25,6 +25,14 @@ TOKEN_HINT = (
     "'Bearer <token>' with the server's SANDBOX_TOKEN in your MCP client's configuration, e.g. "
     '`claude mcp add --transport http sandbox URL --header "Authorization: Bearer $TOKEN"`.'
 )
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header value ("" for any other)."""
+    scheme, _, given = (authorization or "").partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else ""
+
+
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 # JSON-RPC leaves -32000..-32099 to the implementation: a refusal before any method ran.
 REFUSED_RPC_CODE = -32001

@@ -51,6 +51,7 @@ from sandbox.errors import (
     SessionLimitError,
     SessionNotFoundError,
 )
+from sandbox.mcp.http_auth import bearer_token
 from sandbox.mcp.inputs import (
     ExecuteInput,
     NoInput,
@@ -101,9 +102,8 @@ def client_of(headers: Mapping[str, str] | None, tokens: Sequence[str]) -> str:
     ``"anonymous"`` over HTTP without tokens, ``"local"`` on stdio."""
     if headers is None:
         return LOCAL_CLIENT
-    scheme, _, given = (headers.get("authorization") or "").partition(" ")
-    given = given.strip()
-    if scheme.lower() == "bearer" and given and given in tokens:
+    given = bearer_token(headers.get("authorization"))
+    if given and given in tokens:
         return "token-" + hashlib.sha256(given.encode()).hexdigest()[:12]
     return ANONYMOUS_CLIENT
 
