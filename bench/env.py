@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import docker
 
 from sandbox.config import LABEL_MANAGED, LABEL_OWNER, SANDBOX_UID, SandboxConfig
-from sandbox.manager import SessionManager
+from sandbox.session.manager import SessionManager
 
 T = TypeVar("T")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import time
 
-from sandbox.terminal import LazyScreen, StreamScanner
-from sandbox.transcript import clean_transcript
+from sandbox.terminal.stream import LazyScreen, StreamScanner
+from sandbox.terminal.transcript import clean_transcript
 
 
 def _rate(data: bytes, *, strip_ansi: bool = True, repeat: int = 5) -> float:

@@ -1,3 +1,3 @@
-from sandbox.cli import main
+from sandbox.cli.main import main
 
 raise SystemExit(main())

@@ -1,11 +1,16 @@
 """Server configuration: limits, timeouts and defaults, read from ``SANDBOX_*`` variables.
 
-``SandboxConfig.from_env()`` is the only reader of the environment; a bad value is a
-``InvalidArgumentError`` that names the variable. CLI flags override it with ``model_copy``.
+``SandboxConfig`` is a pydantic-settings model with ``env_prefix="SANDBOX_"``: each field is
+read from ``SANDBOX_<FIELD>`` (``env_var``), and this module is the only reader of those
+variables. ``SandboxConfig.from_env()`` turns a bad value into an ``InvalidArgumentError`` that
+names the variable; CLI flags override it (``from_env(**overrides)``, ``model_copy``).
+Comma-separated settings (and ``os.pathsep``-separated roots) arrive as raw strings and are
+split by the model's validators; a blank variable counts as unset.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import secrets
 import tempfile
@@ -14,30 +19,73 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sandbox.errors import InvalidArgumentError
 
+ENV_PREFIX = "SANDBOX_"
+#: The image sessions run unless a request or ``SANDBOX_IMAGE`` names another.
+DEFAULT_IMAGE = "sandbox-session:latest"
 
-class SandboxConfig(BaseModel):
-    """Everything a server needs to know; frozen so sessions can hold it safely."""
+# The mapping ``from_env(environ)`` reads instead of ``os.environ`` (tests, ``doctor``).
+_ENVIRON: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "sandbox_environ", default=None
+)
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    image: str = Field(default="sandbox-session:latest", description="Default session image.")
-    state_dir: Path = Field(default_factory=lambda: default_state_dir())
-    max_sessions: int = Field(default=32, ge=1, le=10_000)
+def env_var(field: str) -> str:
+    """The environment variable of a ``SandboxConfig`` field: ``SANDBOX_<FIELD>``."""
+    return ENV_PREFIX + field.upper()
+
+
+class _Environment(PydanticBaseSettingsSource):
+    """``SANDBOX_<FIELD>`` variables as raw strings (stripped; blank ones are unset): the
+    model's validators parse them, so a value means the same from a variable and a flag."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        environ = _ENVIRON.get()
+        raw = (os.environ if environ is None else environ).get(env_var(field_name))
+        value = raw.strip() if raw is not None and raw.strip() else None
+        return value, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name, field in self.settings_cls.model_fields.items():
+            value, _, _ = self.get_field_value(field, name)
+            if value is not None:
+                values[name] = value
+        return values
+
+
+class SandboxConfig(BaseSettings):
+    """Everything a server needs to know; frozen so sessions can hold it safely.
+
+    Constructing one reads ``SANDBOX_*`` variables for the fields not passed explicitly."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix=ENV_PREFIX)
+
+    image: str = Field(default=DEFAULT_IMAGE, description="Default session image.")
+    state_dir: Path = Field(
+        default_factory=lambda: default_state_dir(),
+        description="Logs, recordings and server locks (default: the user's state dir).",
+    )
+    max_sessions: int = Field(default=32, ge=1, le=10_000, description="Sessions per server.")
     # Per-session defaults and the maxima a client may ask for.
-    memory_mb: int = Field(default=1024, ge=32)
-    max_memory_mb: int = Field(default=8192, ge=32)
-    cpus: float = Field(default=1.0, gt=0)
-    max_cpus: float = Field(default=4.0, gt=0)
-    pids: int = Field(default=256, ge=16)
-    max_pids: int = Field(default=4096, ge=16)
-    default_timeout_s: float = Field(default=30.0, gt=0)
-    max_timeout_s: float = Field(default=600.0, gt=0)
-    allowed_roots: tuple[Path, ...] = Field(default_factory=lambda: default_allowed_roots())
-    token: str | None = None
+    memory_mb: int = Field(default=1024, ge=32, description="Memory of a session (MiB).")
+    max_memory_mb: int = Field(default=8192, ge=32, description="Most a client may ask (MiB).")
+    cpus: float = Field(default=1.0, gt=0, description="CPUs of a session.")
+    max_cpus: float = Field(default=4.0, gt=0, description="Most CPUs a client may ask.")
+    pids: int = Field(default=256, ge=16, description="Processes of a session.")
+    max_pids: int = Field(default=4096, ge=16, description="Most processes a client may ask.")
+    default_timeout_s: float = Field(default=30.0, gt=0, description="execute's timeout.")
+    max_timeout_s: float = Field(default=600.0, gt=0, description="Longest timeout asked.")
+    allowed_roots: tuple[Path, ...] = Field(
+        default_factory=lambda: default_allowed_roots(),
+        description="Project paths must lie under these (os.pathsep-separated).",
+    )
+    token: str | None = Field(default=None, description="HTTP bearer token.")
     allowed_hosts: tuple[str, ...] = Field(
         default=(), description="Extra Host names the HTTP server answers (name, name:port)."
     )
@@ -58,7 +106,10 @@ class SandboxConfig(BaseModel):
         description="KiB/s a session's output is drained while nobody waits on it, after a "
         "1 MiB burst (0: unlimited). The program waits on its writes meanwhile; nothing is lost.",
     )
-    owner: str = Field(default_factory=lambda: default_owner())
+    owner: str = Field(
+        default_factory=lambda: default_owner(),
+        description="Owner label: which server adopts which durable sessions.",
+    )
     allowed_images: tuple[str, ...] = Field(
         default=(), description="Images a client may pick (the default image always)."
     )
@@ -141,25 +192,41 @@ class SandboxConfig(BaseModel):
         return max(1, self.max_sessions // max(1, len(self.all_tokens)))
 
     @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Explicit values (flags), then ``SANDBOX_*`` variables; no dotenv, no secret dirs."""
+        return init_settings, _Environment(settings_cls)
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> SandboxConfig:
-        """Read ``SANDBOX_*`` variables; ``overrides`` (CLI flags) win over them."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for field, var in ENV_VARS.items():
-            raw = env.get(var)
-            if raw is not None and raw.strip() != "":
-                values[field] = raw.strip()
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        """Read ``SANDBOX_*`` variables (of ``environ``, else the process's); ``overrides``
+        (CLI flags; None: not given) win over them. A bad value names its variable."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        token = _ENVIRON.set(environ)
         try:
-            return cls(**values)
+            return cls(**given)
         except ValidationError as exc:
             err = exc.errors()[0]
             field = str(err["loc"][0]) if err["loc"] else "?"
-            var = ENV_VARS.get(field, field)
+            var = env_var(field) if field in cls.model_fields else field
+            got = err.get("input")
             raise InvalidArgumentError(
-                f"bad value for {var}: {err['msg']} (got {values.get(field)!r})",
+                f"bad value for {var}: {err['msg']} (got {got!r})",
                 hint=f"Fix or unset {var}.",
             ) from exc
+        finally:
+            _ENVIRON.reset(token)
+
+    @classmethod
+    def defaults(cls) -> SandboxConfig:
+        """The configuration with every variable unset."""
+        return cls.from_env({})
 
 
 def default_state_dir() -> Path:
@@ -183,46 +250,6 @@ def default_owner() -> str:
 def new_instance_id() -> str:
     return secrets.token_hex(6)
 
-
-ENV_VARS: dict[str, str] = {
-    "image": "SANDBOX_IMAGE",
-    "state_dir": "SANDBOX_STATE_DIR",
-    "max_sessions": "SANDBOX_MAX_SESSIONS",
-    "memory_mb": "SANDBOX_MEMORY_MB",
-    "max_memory_mb": "SANDBOX_MAX_MEMORY_MB",
-    "cpus": "SANDBOX_CPUS",
-    "max_cpus": "SANDBOX_MAX_CPUS",
-    "pids": "SANDBOX_PIDS",
-    "max_pids": "SANDBOX_MAX_PIDS",
-    "default_timeout_s": "SANDBOX_DEFAULT_TIMEOUT_S",
-    "max_timeout_s": "SANDBOX_MAX_TIMEOUT_S",
-    "allowed_roots": "SANDBOX_ALLOWED_ROOTS",
-    "token": "SANDBOX_TOKEN",
-    "allowed_hosts": "SANDBOX_ALLOWED_HOSTS",
-    "network": "SANDBOX_NETWORK",
-    "tmp_mb": "SANDBOX_TMP_MB",
-    "home_mb": "SANDBOX_HOME_MB",
-    "fsize_mb": "SANDBOX_FSIZE_MB",
-    "max_lifetime_s": "SANDBOX_MAX_LIFETIME_S",
-    "log_max_bytes": "SANDBOX_LOG_MAX_BYTES",
-    "unattended_rate_kib": "SANDBOX_UNATTENDED_RATE_KIB",
-    "owner": "SANDBOX_OWNER",
-    "root_shell": "SANDBOX_ROOT_SHELL",
-    "durable": "SANDBOX_DURABLE",
-    "warm_pool": "SANDBOX_WARM_POOL",
-    "allowed_images": "SANDBOX_ALLOWED_IMAGES",
-    "runtime": "SANDBOX_RUNTIME",
-    "allowed_runtimes": "SANDBOX_ALLOWED_RUNTIMES",
-    "idle_ttl_s": "SANDBOX_IDLE_TTL_S",
-    "record": "SANDBOX_RECORD",
-    "client_network": "SANDBOX_CLIENT_NETWORK",
-    "tokens": "SANDBOX_TOKENS",
-    "max_sessions_per_token": "SANDBOX_MAX_SESSIONS_PER_TOKEN",
-    "http_max_body_bytes": "SANDBOX_HTTP_MAX_BODY_BYTES",
-    "http_max_clients": "SANDBOX_HTTP_MAX_CLIENTS",
-    "http_max_connections": "SANDBOX_HTTP_MAX_CONNECTIONS",
-    "http_client_idle_s": "SANDBOX_HTTP_CLIENT_IDLE_S",
-}
 
 # Labels every managed container carries (CONTRACT.md "Names").
 LABEL_MANAGED = "sandbox.managed"

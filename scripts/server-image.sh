@@ -69,7 +69,7 @@ done
   "$project_wheel" 'setuptools>=68' wheel
 say "$(find "$WHEELS" -name '*.whl' | wc -l | tr -d ' ') wheels in $WHEELS"
 
-version=$("$PY" -c 'import re,pathlib; print(re.search(r"__version__\s*=\s*\"([^\"]+)\"", pathlib.Path("sandbox/__init__.py").read_text()).group(1))')
+version=$("$PY" -c 'import re,pathlib; print(re.search(r"__version__\s*=\s*\"([^\"]+)\"", pathlib.Path("sandbox/version.py").read_text()).group(1))')
 say "building $IMAGE (and sandbox-server:$version)"
 docker build -f images/server/Dockerfile -t "$IMAGE" -t "sandbox-server:$version" .
 # Untagged leftovers of earlier builds: the build stage, and server images replaced by this one.

@@ -9,9 +9,9 @@ from bench.context import Context
 from bench.floor import docker_exec_cli, shared_floor_container
 from bench.stats import Row
 from sandbox.errors import SandboxError
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
-from sandbox.session import Session
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 
 # What another server's start-up ``gc`` does to a container caught between create and start
 # (state "created", so "not running"): it removes it. Retried, and counted in the results.

@@ -20,8 +20,8 @@ from bench.floor import RawShell, remove_container, start_floor_container
 from bench.stats import Row, compare, judge, percentile
 from sandbox.backends.docker import DockerBackend
 from sandbox.errors import SandboxError
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
+from sandbox.session.manager import SessionManager
 
 
 class TimedBackend:

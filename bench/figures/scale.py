@@ -9,7 +9,7 @@
   TTY execs drained by threads that only ``recv``, and marker round trips in one more raw shell
   (each in its own container with the session profile). Target: p99 <= 50 ms. Nobody waits on
   the flooding sessions, so the server drains them at its unattended rate once past a burst
-  (``sandbox.read_budget``): their programs wait on their writes, as behind a slow terminal,
+  (``sandbox.session.read_budget``): their programs wait on their writes, as behind a slow terminal,
   and the engine's relay stops eating the CPU the quiet session needs.
 """
 
@@ -28,7 +28,7 @@ from bench.env import rss_bytes
 from bench.figures.common import open_session, timed_execute
 from bench.floor import RawShell, remove_container, start_floor_container
 from bench.stats import Row, compare, judge
-from sandbox.session import UNATTENDED_BURST, Session
+from sandbox.session.session import UNATTENDED_BURST, Session
 
 FLOODS = {
     "yes": "timeout 900 yes",

@@ -16,7 +16,7 @@ import pyte
 from bench.context import Context
 from bench.figures.common import open_session
 from bench.stats import Row, compare, judge
-from sandbox.session import Session
+from sandbox.session.session import Session
 
 PROGRAM = "top -d 5"
 

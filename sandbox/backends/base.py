@@ -161,6 +161,12 @@ class Backend(Protocol):
     def describe(self) -> EngineDescription: ...
 
     @property
+    def isolated(self) -> bool:
+        """Whether containers are real (their own pid namespace): a control command may then
+        kill every process of the shell's user without touching the host's."""
+        ...
+
+    @property
     def sets_fsize_ulimit(self) -> bool:
         """Whether the engine caps a container's file size itself. Podman's compatible API
         cannot (see ``sandbox.backends.podman``): there a session's first process does."""

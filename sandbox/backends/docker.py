@@ -448,6 +448,10 @@ class DockerBackend:
         return self._podman
 
     @property
+    def isolated(self) -> bool:
+        return True
+
+    @property
     def sets_fsize_ulimit(self) -> bool:
         return not self.is_podman
 

@@ -28,6 +28,7 @@ from sandbox.backends.base import (
     EngineDescription,
     RunResult,
 )
+from sandbox.config import DEFAULT_IMAGE
 from sandbox.errors import EngineUnavailableError, ImageNotFoundError, SessionNotFoundError
 
 
@@ -124,7 +125,7 @@ class _FakeContainer:
 class FakeBackend:
     """Implements ``Backend`` with host processes; see the module docstring."""
 
-    def __init__(self, *, images: tuple[str, ...] = ("sandbox-session:latest",)) -> None:
+    def __init__(self, *, images: tuple[str, ...] = (DEFAULT_IMAGE,)) -> None:
         self.images = set(images)
         self.containers: dict[str, _FakeContainer] = {}
         self.runs: list[list[str]] = []
@@ -269,6 +270,10 @@ class FakeBackend:
         if container is not None:
             for channel in container.channels:
                 channel.close()
+
+    @property
+    def isolated(self) -> bool:
+        return False
 
     @property
     def sets_fsize_ulimit(self) -> bool:

@@ -7,7 +7,7 @@
   (the session's home) is open to every user instead, mode 1777 (``host_tmpfs``).
 - Given any ulimit, Podman sets the open-files and processes limits to its own maxima (1048576),
   above many hosts' hard limits (``error setting rlimit type 7``): it gets none, and the
-  session's prelude caps the file size (``sandbox.profile.SHELL_ARGV``).
+  session's prelude caps the file size (``sandbox.session.profile.SHELL_ARGV``).
 - Its default seccomp profile lets an unprivileged process create a user namespace (Docker's
   refuses ``unshare``/``clone`` with ``CLONE_NEWUSER`` without ``CAP_SYS_ADMIN``), and its
   compatible API takes a profile as a *path* on the engine's host, not inline as Docker does:

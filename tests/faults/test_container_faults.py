@@ -13,8 +13,8 @@ import docker
 import pytest
 
 from sandbox.errors import SandboxError, SessionExitedError
-from sandbox.manager import SessionManager
 from sandbox.models import ExecResult
+from sandbox.session.manager import SessionManager
 from tests.faults.conftest import open_session, sec_config
 
 pytestmark = pytest.mark.docker

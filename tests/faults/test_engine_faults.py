@@ -17,9 +17,9 @@ from mcp import Client
 from sandbox.backends.docker import DockerBackend
 from sandbox.config import LABEL_OWNER
 from sandbox.errors import EngineUnavailableError
-from sandbox.manager import SessionManager
-from sandbox.mcp_server import build_server
+from sandbox.mcp.server import build_server
 from sandbox.models import CreateRequest
+from sandbox.session.manager import SessionManager
 from tests.conftest import make_project
 from tests.faults.conftest import SEC_OWNER, open_session, sec_config
 from tests.served import payload

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.config import LABEL_MANAGED, LABEL_OWNER, SandboxConfig
-from sandbox.manager import SessionManager
+from sandbox.session.manager import SessionManager
 
 REPO = Path(__file__).resolve().parents[2]
 

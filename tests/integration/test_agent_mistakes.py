@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest, ExecResult
-from sandbox.session import Session
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 from tests.conftest import make_project
 
 pytestmark = pytest.mark.docker

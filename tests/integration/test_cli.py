@@ -279,7 +279,7 @@ SERVER = textwrap.dedent(
     """
     import sys
     from sandbox.config import SandboxConfig
-    from sandbox.manager import SessionManager
+    from sandbox.session.manager import SessionManager
     from sandbox.models import CreateRequest
 
     manager = SessionManager(SandboxConfig.from_env())

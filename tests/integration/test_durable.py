@@ -29,8 +29,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.config import LABEL_OWNER
 from sandbox.errors import SessionNotFoundError
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
+from sandbox.session.manager import SessionManager
 from tests.conftest import make_project
 from tests.integration.conftest import make_config
 from tests.served import start_server

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sandbox.errors import SessionExitedError
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
-from sandbox.session import Session
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 from tests.conftest import make_project
 
 pytestmark = pytest.mark.docker

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
+from sandbox.session.manager import SessionManager
 from tests.conftest import make_project
 from tests.integration.conftest import make_config
 

@@ -15,9 +15,9 @@ import pytest
 from sandbox.backends.docker import DockerBackend
 from sandbox.config import LABEL_MANAGED, LABEL_SESSION
 from sandbox.errors import InvalidArgumentError, PathNotAllowedError, SessionNotFoundError
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
-from sandbox.session import Session
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 from tests.conftest import make_project
 from tests.hardening import assert_hardened
 

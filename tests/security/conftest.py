@@ -21,9 +21,9 @@ import pytest
 
 from sandbox.backends.docker import DockerBackend
 from sandbox.config import LABEL_OWNER, SandboxConfig
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
-from sandbox.session import Session
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 from tests.conftest import make_project
 from tests.integration.conftest import *  # noqa: F403  (docker_client, manager, make_config)
 from tests.integration.conftest import make_config

@@ -16,9 +16,9 @@ import pytest
 from mcp import Client
 
 from sandbox.errors import InvalidArgumentError, PathNotAllowedError, SandboxError
-from sandbox.manager import SessionManager
-from sandbox.mcp_server import build_server
+from sandbox.mcp.server import build_server
 from sandbox.models import CreateRequest
+from sandbox.session.manager import SessionManager
 from tests.conftest import make_project
 from tests.security.conftest import open_session
 from tests.served import payload

@@ -15,12 +15,12 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from sandbox.backends.base import EngineDescription
+from sandbox.cli.doctor import RUNSC_DAEMON_JSON, _runtime
 from sandbox.config import SandboxConfig
-from sandbox.doctor import RUNSC_DAEMON_JSON, _runtime
-from sandbox.execute import MarkerScanner, shell_rc
-from sandbox.http_app import Guard, allowed_hosts, allowed_origins, check_bind
-from sandbox.mcp_server import ANONYMOUS_CLIENT, LOCAL_CLIENT, client_of
-from sandbox.transcript import sanitize_terminal
+from sandbox.mcp.http import Guard, allowed_hosts, allowed_origins, check_bind
+from sandbox.mcp.server import ANONYMOUS_CLIENT, LOCAL_CLIENT, client_of
+from sandbox.shell.markers import MarkerScanner, shell_rc
+from sandbox.terminal.transcript import sanitize_terminal
 
 DRAWING = b"\x1b[2J\x1b[H\x1b[10;5Hx\x1b[K\x1b[3A\x1b[2C"
 SCREENS = b"\x1b[?1049h\x1b[?25lx\x1b[?25h\x1b[?1049l"
@@ -190,7 +190,7 @@ def test_the_stray_process_sweep_refuses_to_run_outside_a_sandbox_container() ->
     made harmless, it must refuse: PID 1 of a host is not the keepalive's uid."""
     import subprocess
 
-    from sandbox.control import SWEEP_SCRIPT
+    from sandbox.session.control import SWEEP_SCRIPT
 
     script = (
         SWEEP_SCRIPT.replace("@KEEPALIVE@", "65534")
@@ -208,8 +208,8 @@ def test_the_stray_process_sweep_refuses_to_run_outside_a_sandbox_container() ->
 
 def test_a_fake_backend_session_never_sweeps(tmp_path: Path) -> None:
     from sandbox.backends.fake import FakeBackend
-    from sandbox.manager import SessionManager
     from sandbox.models import CreateRequest
+    from sandbox.session.manager import SessionManager
 
     project = tmp_path / "proj"
     project.mkdir()

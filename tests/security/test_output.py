@@ -22,9 +22,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from sandbox.manager import SessionManager
-from sandbox.mcp_server import build_server
-from sandbox.session import Session
+from sandbox.mcp.server import build_server
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 
 pytestmark = pytest.mark.docker
 

@@ -14,9 +14,9 @@ import docker
 import pytest
 
 from sandbox.backends.docker import DockerBackend
-from sandbox.manager import SessionManager
 from sandbox.models import ExecResult
-from sandbox.session import Session
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 from tests.hardening import assert_hardened
 from tests.security.conftest import open_session
 

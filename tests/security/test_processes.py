@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.session import Session
+from sandbox.session.session import Session
 
 pytestmark = pytest.mark.docker
 

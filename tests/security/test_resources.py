@@ -12,8 +12,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.manager import SessionManager
-from sandbox.session import Session
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 from tests.security.conftest import TIGHT, open_session
 
 pytestmark = pytest.mark.docker

@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sandbox.cli import COMMANDS, EXAMPLES, build_parser, main
-from sandbox.console import PipeCleaner, TerminalFilter, format_age, readable_commands
-from sandbox.doctor import Check, exit_code, judge_limits, parse_cgroup_output, run_checks
+from sandbox.cli.console import PipeCleaner, TerminalFilter, format_age, readable_commands
+from sandbox.cli.doctor import Check, exit_code, judge_limits, parse_cgroup_output, run_checks
+from sandbox.cli.main import COMMANDS, EXAMPLES, build_parser, main
+from sandbox.cli.run import command_line as run_line
 from sandbox.errors import EngineUnavailableError
-from sandbox.execute import command_line, resync_line
-from sandbox.runner import command_line as run_line
+from sandbox.shell.markers import command_line, resync_line
 
 # -- usage errors: exit 2, one line on stderr ----------------------------------------------------
 

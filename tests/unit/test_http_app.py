@@ -11,10 +11,10 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from sandbox import http_auth
 from sandbox.config import SandboxConfig
 from sandbox.errors import InvalidArgumentError
-from sandbox.http_app import (
+from sandbox.mcp import http_auth
+from sandbox.mcp.http import (
     Guard,
     allowed_hosts,
     allowed_origins,

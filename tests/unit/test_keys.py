@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.errors import InvalidArgumentError
-from sandbox.keys import KEY_NAMES, encode_keys, encode_text, parse_paste
+from sandbox.terminal.keys import KEY_NAMES, encode_keys, encode_text, parse_paste
 
 ESC = b"\x1b"
 CSI = b"\x1b["

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from sandbox.execute import MarkerScanner, ansi_c_quote, command_line
+from sandbox.shell.markers import MarkerScanner, ansi_c_quote, command_line
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_a_split_marker_prefix_after_another_escape_sequence_is_kept() -> None:
 
 
 def test_foreground_parse_tells_waiting_from_working() -> None:
-    from sandbox.foreground import parse_foreground
+    from sandbox.shell.foreground import parse_foreground
 
     waiting = parse_foreground("tpgid 14\nargs cat\nproc 14 S wait_woken\n", 7)
     assert waiting is not None

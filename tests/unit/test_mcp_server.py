@@ -20,8 +20,8 @@ from mcp_types import CallToolResult
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import ERROR_CODES
-from sandbox.manager import SessionManager
-from sandbox.mcp_server import build_server, split_enter
+from sandbox.mcp.server import build_server, split_enter
+from sandbox.session.manager import SessionManager
 from tests.served import payload
 
 pytestmark = pytest.mark.anyio
@@ -549,10 +549,10 @@ async def test_unexpected_exception_is_internal_and_logged(
         raise RuntimeError("kaput")
 
     monkeypatch.setattr(manager, "list_sessions", broken)
-    with caplog.at_level(logging.ERROR, logger="sandbox.mcp_server"):
+    with caplog.at_level(logging.ERROR, logger="sandbox.mcp.server"):
         error = await fail(client, "session_list")
     assert error["code"] == "INTERNAL"
     assert "kaput" in error["message"]
-    crash = [r for r in caplog.records if r.name == "sandbox.mcp_server"]
+    crash = [r for r in caplog.records if r.name == "sandbox.mcp.server"]
     assert crash
     assert crash[0].exc_info is not None

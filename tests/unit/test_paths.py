@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.errors import InvalidArgumentError, PathNotAllowedError
-from sandbox.paths import (
+from sandbox.session.paths import (
     SYSTEM_DIRS,
     _system_dir_conflict,
     is_within,

@@ -10,8 +10,8 @@ import pytest
 
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
+from sandbox.session.manager import SessionManager
 
 
 @pytest.fixture

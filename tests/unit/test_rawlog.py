@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox.rawlog import DROPPED_NOTICE, RawLog
+from sandbox.terminal.rawlog import DROPPED_NOTICE, RawLog
 
 
 def test_offsets_and_reads_from_tail_and_file(tmp_path: Path) -> None:

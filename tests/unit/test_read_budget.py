@@ -8,26 +8,36 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import session as session_module
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import InvalidArgumentError
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
-from sandbox.read_budget import ReadBudget
+from sandbox.session import session as session_module
+from sandbox.session.manager import SessionManager
+from sandbox.session.read_budget import ReadBudget
 
 KIB = 1024
 
 
+class FakeClock:
+    """A monotonic clock that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_a_burst_passes_then_reads_pause_for_what_they_took() -> None:
-    budget = ReadBudget(rate=100 * KIB, burst=1024 * KIB)
+    budget = ReadBudget(rate=100 * KIB, burst=1024 * KIB, clock=FakeClock())
     assert budget.spend(1000 * KIB) == 0.0
     pause = budget.spend(74 * KIB)  # 50 KiB over the burst: half a second at 100 KiB/s
-    assert pause == pytest.approx(0.5, abs=0.02)
+    assert pause == pytest.approx(0.5)
 
 
 def test_refill_starts_a_full_burst_and_zero_rate_never_pauses() -> None:
-    budget = ReadBudget(rate=100 * KIB, burst=64 * KIB)
+    budget = ReadBudget(rate=100 * KIB, burst=64 * KIB, clock=FakeClock())
     assert budget.spend(128 * KIB) > 0
     budget.refill()
     assert budget.spend(64 * KIB) == 0.0
@@ -35,11 +45,16 @@ def test_refill_starts_a_full_burst_and_zero_rate_never_pauses() -> None:
     assert all(unlimited.spend(1 << 30) == 0.0 for _ in range(3))
 
 
-def test_the_budget_refills_with_time() -> None:
-    budget = ReadBudget(rate=1000 * KIB, burst=100 * KIB)
+def test_the_budget_refills_with_time_but_never_past_the_burst() -> None:
+    clock = FakeClock()
+    budget = ReadBudget(rate=1000 * KIB, burst=100 * KIB, clock=clock)
     budget.spend(100 * KIB)
-    time.sleep(0.05)  # about 50 KiB back
+    clock.now += 0.05  # 50 KiB back
     assert budget.spend(40 * KIB) == 0.0
+    assert budget.spend(20 * KIB) == pytest.approx(0.01)  # 10 KiB short: 10 ms at 1 MiB/s
+    clock.now += 3600  # an hour idle refills the burst, no more
+    assert budget.spend(100 * KIB) == 0.0
+    assert budget.spend(1 * KIB) == pytest.approx(1 / 1000)
 
 
 @pytest.fixture
@@ -82,14 +97,13 @@ def test_an_execute_ends_the_readers_pause_at_once(
     manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each execute's prompt arrives after its end marker, when nobody waits: the reader
-    # pauses. The next execute must wake it, not wait the pause out.
-    monkeypatch.setattr(session_module, "UNATTENDED_PAUSE_S", 5.0)
+    # pauses. The next execute must wake it: a pause waited out would outlast its timeout.
+    monkeypatch.setattr(session_module, "UNATTENDED_PAUSE_S", 3600.0)
     created = manager.create(CreateRequest(project_path=str(tmp_path / "proj")))
     session = manager.get(created.session_id)
-    t0 = time.monotonic()
     for i in range(3):
-        assert session.execute(f"echo {i}", timeout_s=20).output == f"{i}\n"
-    assert time.monotonic() - t0 < 5.0  # one pause waited out would take 5 s
+        result = session.execute(f"echo {i}", timeout_s=20)
+        assert (result.output, result.exit_code, result.timed_out) == (f"{i}\n", 0, False)
 
 
 def test_the_rate_comes_from_the_environment_and_a_bad_one_is_named(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ from sandbox.errors import (
     SessionLimitError,
     SessionNotFoundError,
 )
-from sandbox.manager import SessionManager
 from sandbox.models import CreateRequest
-from sandbox.session import Session
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
 
 
 @pytest.fixture

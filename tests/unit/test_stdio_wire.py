@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sandbox import stdio_wire
-from sandbox.stdio_wire import WireWriter, wire_lines
+from sandbox.mcp import stdio_wire
+from sandbox.mcp.stdio_wire import WireWriter, wire_lines
 
 pytestmark = pytest.mark.anyio
 
@@ -139,7 +139,7 @@ def test_claimed_stdio_sends_stray_output_to_stderr_and_restores_stdout() -> Non
     script = textwrap.dedent(
         """
         import os, sys
-        from sandbox.stdio_wire import claimed_stdio
+        from sandbox.mcp.stdio_wire import claimed_stdio
         with claimed_stdio() as (wire_in, wire_out):
             print("stray print", flush=True)
             os.system("echo stray child")

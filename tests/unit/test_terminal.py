@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.terminal import (
+from sandbox.terminal.stream import (
     DA1_REPLY,
     DA2_REPLY,
     LazyScreen,

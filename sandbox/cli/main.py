@@ -1,0 +1,485 @@
+"""The ``sandbox`` command: the only place that parses argv and configures logging (stderr).
+
+Exit codes: 0 ok, 1 error, 2 usage; ``run`` and ``shell`` exit with the command's own code
+(124 on ``--timeout``, 128+N after signal N). An error is one line on stderr with a hint; the
+traceback only with ``--debug``. The commands live in their own modules: ``runner`` (run),
+``bridge`` (shell, attach), ``inventory`` (ls, logs, kill, gc), ``doctor``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+from sandbox.config import SandboxConfig
+from sandbox.errors import SandboxError, SessionNotFoundError
+from sandbox.models import CreateRequest
+from sandbox.version import __version__
+
+log = logging.getLogger("sandbox")
+
+EXAMPLES = {
+    "run": "examples:\n  sandbox run -- pytest -q\n"
+    "  sandbox run --project ~/src/app --network --timeout 600 -- sh -c 'pip install . && pytest'",
+    "shell": "example:\n  sandbox shell --project ~/src/app",
+    "attach": "example:\n  sandbox attach 3f2a9c  (a second shell in that session's container)",
+    "ls": "examples:\n  sandbox ls\n  sandbox ls --json | jq -r '.[].session_id'",
+    "logs": "example:\n  sandbox logs 3f2a9c -f",
+    "kill": "example:\n  sandbox kill 3f2a9c",
+    "gc": "examples:\n  sandbox gc --dry-run\n  sandbox gc",
+    "doctor": "example:\n  sandbox doctor",
+    "image": "example:\n  sandbox image build",
+    "mcp": "example (Claude Code):\n  claude mcp add sandbox -- sandbox mcp",
+    "serve": "example:\n  SANDBOX_TOKEN=$(openssl rand -hex 32) sandbox serve --host 0.0.0.0",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(
+            2,
+            f"{self.prog}: usage error: {message}; hint: `{self.prog} --help` shows the options "
+            "and an example\n",
+        )
+
+
+class _Terminated(Exception):
+    """SIGTERM or SIGHUP arrived: unwind (and clean up) like KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _positive(
+    kind: type[float] | type[int], minimum: float | None = None
+) -> Callable[[str], float]:
+    """An argparse type: a number > 0, or >= ``minimum`` when given."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if minimum is None and value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {text}")
+        return value
+
+    return parse
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected K=V, got {text!r}")
+    return key, value
+
+
+_DEFAULTS = SandboxConfig()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog="sandbox",
+        description="The terminal AI agents get when they must not touch the host: throwaway "
+        "Docker sessions with a TTY shell.",
+        epilog="Run `sandbox COMMAND --help` for one command's options and an example.",
+        formatter_class=fmt,
+    )
+    parser.add_argument("--version", action="version", version=f"sandbox {__version__}")
+    parser.add_argument("--debug", action="store_true", help="verbose logs and tracebacks")
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="verbose logs, tracebacks"
+    )
+    box = _Parser(add_help=False)
+    box.add_argument(
+        "--project",
+        default=".",
+        metavar="DIR",
+        help="project directory mounted at /workspace (default: the current directory)",
+    )
+    box.add_argument(
+        "--image",
+        default=None,
+        help=f"session image (default: SANDBOX_IMAGE, else {_DEFAULTS.image})",
+    )
+    box.add_argument("--network", action="store_true", help="give the sandbox network access")
+    box.add_argument(
+        "--env", action="append", type=_env_pair, default=[], metavar="K=V", help="set a variable"
+    )
+    box.add_argument(
+        "--memory",
+        type=_positive(int, 32),
+        metavar="MB",
+        help=f"memory limit (default: SANDBOX_MEMORY_MB, else {_DEFAULTS.memory_mb})",
+    )
+    box.add_argument(
+        "--cpus",
+        type=_positive(float),
+        help=f"CPU limit, e.g. 1.5 (default: SANDBOX_CPUS, else {_DEFAULTS.cpus:g})",
+    )
+    box.add_argument("--read-only-project", action="store_true", help="mount the project read-only")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+
+    def add(name: str, help_: str, parents: Sequence[_Parser] = ()) -> _Parser:
+        p: _Parser = sub.add_parser(
+            name,
+            help=help_,
+            description=help_[0].upper() + help_[1:] + ".",
+            epilog=EXAMPLES[name],
+            formatter_class=fmt,
+            parents=[common, *parents],
+        )
+        return p
+
+    run = add("run", "run one command in a throwaway sandbox, exit with its code", [box])
+    run.add_argument(
+        "--timeout",
+        type=_positive(float),
+        metavar="S",
+        help="stop the command after S seconds (default: the container's lifetime, "
+        f"SANDBOX_MAX_LIFETIME_S, else {_DEFAULTS.max_lifetime_s} s)",
+    )
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
+    add("shell", "an interactive sandboxed shell (the container goes when it exits)", [box])
+    attach = add("attach", "open a second shell in a running session's container")
+    attach.add_argument("id", help="session id (or a unique prefix, or its name)")
+    ls = add("ls", "list the sandbox sessions of every server on this engine")
+    ls.add_argument("--json", action="store_true", help="a JSON list for scripts")
+    logs = add("logs", "print a session's terminal log")
+    logs.add_argument("id", help="session id (or a unique prefix, or its name)")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow until the session ends")
+    logs.add_argument("--raw", action="store_true", help="the bytes as recorded, unfiltered")
+    logs.add_argument(
+        "--cast", action="store_true", help="print the path of its asciicast recording"
+    )
+    kill = add("kill", "remove a session's container now")
+    kill.add_argument("id", help="session id (or a unique prefix, or its name)")
+    gc = add("gc", "remove sandbox containers whose server is gone")
+    gc.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
+    gc.add_argument(
+        "--all-owners", action="store_true", help="not only this owner's (SANDBOX_OWNER)"
+    )
+    add("doctor", "check the engine, image, limits and permissions (ok/FAIL with the fix)")
+    image = add("image", "manage the session image")
+    image_sub = image.add_subparsers(dest="image_cmd", metavar="ACTION", parser_class=_Parser)
+    image_sub.add_parser(
+        "build",
+        help="build the packaged session image (progress shown)",
+        description="Build the packaged session image (progress shown).",
+        epilog=EXAMPLES["image"],
+        formatter_class=fmt,
+    )
+    add("mcp", "MCP server on stdio (what an agent's MCP config launches)")
+    serve = add("serve", "MCP server on streamable HTTP at /mcp")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
+    serve.add_argument("--token", default=None, help="bearer token (or SANDBOX_TOKEN)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.cmd is None:
+        parser.print_help(sys.stderr)
+        return 2
+    if args.cmd == "image" and args.image_cmd is None:
+        _usage("image", "choose an action: sandbox image build")
+    previous = {}
+    if args.cmd not in ("mcp", "serve"):  # those stop on their own signal handling
+        previous = {sig: signal.signal(sig, _raise_terminated) for sig in _TERMINATING}
+    try:
+        return COMMANDS[args.cmd](args, parser)
+    except SandboxError as exc:
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        _error(f"{exc.message.rstrip('.')}; hint: {exc.hint}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except _Terminated as exc:
+        return 128 + exc.signum
+    except BrokenPipeError:  # e.g. `sandbox ls | head -1`
+        from sandbox.cli.console import silence_stdout
+
+        silence_stdout()
+        return 141
+    except Exception as exc:
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        _error(
+            f"unexpected error: {type(exc).__name__}: {exc}; hint: run with --debug for the "
+            "traceback and report it"
+        )
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated(signum)
+
+
+def _error(line: str) -> None:
+    print(f"sandbox: {line}", file=sys.stderr, flush=True)
+
+
+def _stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def _request(args: argparse.Namespace) -> CreateRequest:
+    return CreateRequest(
+        project_path=str(Path(args.project).expanduser().absolute()),
+        image=args.image,
+        network=True if args.network else None,
+        env=dict(args.env),
+        memory_mb=args.memory,
+        cpus=args.cpus,
+        read_only_project=args.read_only_project,
+    )
+
+
+def _box_config(
+    args: argparse.Namespace, config: SandboxConfig, timeout_s: float | None = None
+) -> SandboxConfig:
+    """``config`` with maxima raised to explicit flags (the CLI's user is the operator).
+
+    The project directory the person named is allowed as a root of its own (system
+    directories, ``/`` and engine sockets are still refused by the path checks)."""
+    update: dict[str, object] = {}
+    project = getattr(args, "project", None)
+    if project is not None:
+        named = Path(project).expanduser().absolute()
+        if named.is_dir():
+            update["allowed_roots"] = (*config.allowed_roots, named.resolve())
+    if args.memory is not None and args.memory > config.max_memory_mb:
+        update["max_memory_mb"] = args.memory
+    if args.cpus is not None and args.cpus > config.max_cpus:
+        update["max_cpus"] = args.cpus
+    if timeout_s is not None and timeout_s > config.max_timeout_s:
+        update["max_timeout_s"] = timeout_s
+    return config.model_copy(update=update) if update else config
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.cli.run import RunOptions, run_command
+    from sandbox.session.manager import SessionManager
+
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        _usage("run", "run needs a command: sandbox run [OPTIONS] -- CMD [ARGS...]")
+    request = _request(args)
+    config = SandboxConfig.from_env()
+    timeout = args.timeout if args.timeout is not None else float(config.max_lifetime_s)
+    config = _box_config(args, config, timeout)
+    manager = SessionManager(config, on_build_line=_stderr_line)
+    return run_command(manager, RunOptions(argv=argv, request=request, timeout_s=timeout))
+
+
+def _usage(command: str, message: str) -> NoReturn:
+    print(
+        f"sandbox {command}: usage error: {message}; hint: `sandbox {command} --help` shows the "
+        "options and an example",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
+
+
+def _shell(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.cli.attach import SessionLink, bridge
+    from sandbox.cli.console import terminal_size
+    from sandbox.cli.run import remove_own_containers
+    from sandbox.session.manager import SessionManager
+
+    manager = SessionManager(
+        _box_config(args, SandboxConfig.from_env()), on_build_line=_stderr_line
+    )
+    try:
+        rows, cols = terminal_size(sys.stdout.fileno())
+        request = _request(args).model_copy(update={"rows": rows, "cols": cols})
+        created = manager.create(request)
+        signum = bridge(SessionLink(manager.get(created.session_id)))
+        code = manager.destroy(created.session_id, force=True).exit_code
+        if signum is not None:
+            return 128 + signum
+        if code is None:
+            _error("the session ended without an exit code (was its container removed?)")
+            return 1
+        return code
+    finally:
+        remove_own_containers(manager)
+
+
+def _attach(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.cli.attach import attach
+
+    return attach(args.id)
+
+
+def _ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.cli.inventory import rows_table, session_rows
+    from sandbox.session.manager import SessionManager
+
+    manager = SessionManager(SandboxConfig.from_env())
+    try:
+        rows = session_rows(manager, manager.backend)
+    finally:
+        manager.close()
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+    elif rows:
+        print(rows_table(rows))
+    else:
+        print("no sandbox sessions on this engine", file=sys.stderr)
+    return 0
+
+
+def _logs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.cli.inventory import print_log, session_log_path
+
+    config = SandboxConfig.from_env()
+    if args.cast:
+        from sandbox.backends import connect
+        from sandbox.backends.base import Backend
+
+        backend: Backend | None
+        try:
+            backend = connect()
+        except SandboxError:
+            backend = None  # the files are on disk anyway
+        cast = session_log_path(config.state_dir, backend, args.id).with_name("session.cast")
+        if not cast.exists():
+            raise SessionNotFoundError(
+                f"session {args.id} has no recording",
+                hint="Recording is on unless SANDBOX_RECORD=0; play one with `asciinema play`.",
+            )
+        print(cast)
+        return 0
+    print_log(config, args.id, follow=args.follow, raw=args.raw)
+    return 0
+
+
+def _kill(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.backends import connect
+    from sandbox.cli.inventory import find_container
+    from sandbox.config import LABEL_NAME, LABEL_SESSION
+
+    backend = connect()
+    state = find_container(backend, args.id)
+    backend.remove(state.id)
+    sid = state.labels.get(LABEL_SESSION, "?")
+    print(f"removed session {sid} ({state.labels.get(LABEL_NAME, state.name)})")
+    return 0
+
+
+def _gc(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.cli.inventory import find_orphans, orphans_table, remove_orphans
+    from sandbox.session.manager import SessionManager
+
+    config = SandboxConfig.from_env()
+    manager = SessionManager(config)
+    try:
+        owner = None if args.all_owners else config.owner
+        orphans = find_orphans(manager, owner)
+        scope = "any owner" if owner is None else f"owner {owner}"
+        if not orphans:
+            wider = "" if owner is None else "; --all-owners looks at every owner's"
+            print(f"nothing to remove: no orphaned sandbox containers of {scope}{wider}")
+            return 0
+        noun = "container" if len(orphans) == 1 else "containers"
+        if args.dry_run:
+            print(f"would remove {len(orphans)} orphaned {noun} of {scope}:")
+            print(orphans_table(orphans))
+            print("run `sandbox gc` to remove them")
+            return 0
+        removed = remove_orphans(manager, orphans)
+        print(orphans_table(removed))
+        print(f"removed {len(removed)} orphaned {noun} of {scope}")
+        return 0
+    finally:
+        manager.close()
+
+
+def _doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.cli.doctor import exit_code, run_checks
+
+    checks = []
+    for check in run_checks():
+        print(check.render(), flush=True)
+        checks.append(check)
+    code = exit_code(checks)
+    failed = [c.name for c in checks if not c.passed]
+    if failed:
+        print(f"\n{len(failed)} check(s) failed: {', '.join(failed)}")
+    else:
+        print("\nall required checks passed")
+    return code
+
+
+def _image(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.backends import connect
+    from sandbox.session.image import build_session_image
+
+    build_session_image(connect(), _stderr_line)
+    return 0
+
+
+def _mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.mcp.stdio import serve
+
+    serve(SandboxConfig.from_env())
+    return 0
+
+
+def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from sandbox.mcp.http import serve
+
+    config = SandboxConfig.from_env(token=args.token)
+    serve(config, host=args.host, port=args.port)
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
+    "run": _run,
+    "shell": _shell,
+    "attach": _attach,
+    "ls": _ls,
+    "logs": _logs,
+    "kill": _kill,
+    "gc": _gc,
+    "doctor": _doctor,
+    "image": _image,
+    "mcp": _mcp,
+    "serve": _serve,
+}

@@ -1,0 +1,532 @@
+"""The session registry: creation within limits, lookup, cleanup, and orphan collection.
+
+``SessionManager`` is the engine's one public entry point; the MCP server and the CLI are thin
+layers over it. Every container it creates carries ``sandbox.managed=true``, its session id,
+its owner and the id of the server instance that runs it; a server holds a lock file in the
+state directory for its whole life, so ``gc`` can tell a live server's containers from those
+of a server that is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import secrets
+import shlex
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from sandbox.backends.base import Backend, ContainerState
+from sandbox.config import (
+    LABEL_DURABLE,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_SERVER,
+    LABEL_SESSION,
+    LABEL_SPEC,
+    SESSION_HOME,
+    SandboxConfig,
+    new_instance_id,
+)
+from sandbox.errors import (
+    InvalidArgumentError,
+    SandboxError,
+    SessionBusyError,
+    SessionExitedError,
+    SessionLimitError,
+    SessionNotFoundError,
+)
+from sandbox.models import (
+    CreateRequest,
+    Defaults,
+    Destroyed,
+    EngineInfo,
+    ExecResult,
+    ServerInfo,
+    SessionCreated,
+    SessionInfo,
+    SessionList,
+)
+from sandbox.session.image import ensure_session_image
+from sandbox.session.paths import resolve_project_path
+from sandbox.session.pool import WarmPool
+from sandbox.session.profile import (
+    Blueprint,
+    container_spec,
+    session_spec,
+    spec_from_label,
+    volume_name,
+)
+from sandbox.session.profile import blueprint as make_blueprint
+from sandbox.session.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
+from sandbox.shell.durable import attach_command as durable_attach_command
+from sandbox.version import __version__
+
+log = logging.getLogger(__name__)
+
+
+class SessionManager:
+    """Creates, finds and destroys sessions for one server instance."""
+
+    def __init__(
+        self,
+        config: SandboxConfig,
+        backend: Backend | None = None,
+        *,
+        instance_id: str | None = None,
+        on_build_line: Callable[[str], None] | None = None,
+    ) -> None:
+        if backend is None:
+            from sandbox.backends import connect
+
+            backend = connect()
+        self.config = config
+        self.backend = backend
+        self.instance_id = instance_id or new_instance_id()
+        self._on_build_line = on_build_line
+        self._sessions: dict[str, Session] = {}
+        self._reserved = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._server_lock: IO[str] | None = None
+        self._owner_lock: IO[str] | None = None
+        self._take_server_lock()
+        self._pool: WarmPool | None = None
+        if config.warm_pool > 0:
+            self._pool = WarmPool(config.warm_pool, build=self._build, discard=self._discard)
+        self._stop_reaper = threading.Event()
+        if config.idle_ttl_s > 0:
+            threading.Thread(target=self._reap, daemon=True, name="sandbox-reaper").start()
+
+    # -- server identity -----------------------------------------------------------------
+    @property
+    def servers_dir(self) -> Path:
+        return self.config.state_dir / "servers"
+
+    def _take_server_lock(self) -> None:
+        self.servers_dir.mkdir(parents=True, exist_ok=True)
+        path = self.servers_dir / f"{self.instance_id}.lock"
+        handle = path.open("w")
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._server_lock = handle
+
+    def server_alive(self, instance_id: str) -> bool | None:
+        """True/False for servers that use our state dir; None when we cannot know."""
+        if instance_id == self.instance_id:
+            return True
+        path = self.servers_dir / f"{instance_id}.lock"
+        if not path.exists():
+            return None
+        with path.open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+    def _take_owner_lock(self) -> bool:
+        """One server at a time adopts an owner's durable sessions."""
+        if self._owner_lock is not None:
+            return True
+        digest = hashlib.sha256(self.config.owner.encode()).hexdigest()[:16]
+        handle = (self.servers_dir / f"owner-{digest}.lock").open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._owner_lock = handle
+        return True
+
+    def adopt_durable(self) -> list[str]:
+        """Reattach to this owner's running durable sessions (after a server restart).
+
+        Their shells, processes and logs are intact; the log continues at the same offsets,
+        with what was printed while no server ran. Returns the adopted session ids."""
+        if not self._take_owner_lock():
+            log.info("another server of owner %r holds its durable sessions", self.config.owner)
+            return []
+        labels = {LABEL_MANAGED: "true", LABEL_OWNER: self.config.owner, LABEL_DURABLE: "true"}
+        known = {s.container_id for s in self.sessions()}
+        adopted = []
+        for state in self.backend.list_containers(labels):
+            if not state.running or state.id in known:
+                continue
+            spec = spec_from_label(state.labels.get(LABEL_SPEC, ""))
+            if spec is None:
+                log.warning("durable container %s has no readable spec label", state.id[:12])
+                continue
+            session = self._session(spec, state.id)
+            try:
+                session.open_shell(adopt=True)
+            except SandboxError as exc:
+                log.warning("could not reattach durable session %s: %s", spec.session_id, exc)
+                session.close()
+                continue
+            with self._lock:
+                self._sessions[spec.session_id] = session
+            adopted.append(spec.session_id)
+            log.info("reattached durable session %s", spec.session_id)
+        return adopted
+
+    def _reap(self) -> None:
+        """Stop sessions idle for longer than ``idle_ttl_s`` (durable ones keep their log)."""
+        ttl = self.config.idle_ttl_s
+        while not self._stop_reaper.wait(min(30.0, max(0.2, ttl / 4))):
+            for session in self.sessions():
+                if session.status != "running" or session.busy or session.idle_s < ttl:
+                    continue
+                log.info("session %s idle for %.0f s: stopping it", session.id, session.idle_s)
+                with contextlib.suppress(SandboxError):
+                    if session.spec.durable:
+                        session.detach()
+                        self.backend.stop(session.container_id)
+                    else:
+                        self.destroy(session.id, force=True)
+
+    # -- create ----------------------------------------------------------------------------
+    def create(self, request: CreateRequest) -> SessionCreated:
+        if self._closed:
+            raise SessionLimitError("the server is shutting down", hint="Start a new server.")
+        blueprint = make_blueprint(self.config, request)
+        with self._lock:
+            if len(self._sessions) + self._reserved >= self.config.max_sessions:
+                raise SessionLimitError(
+                    f"{len(self._sessions)} sessions are open, the maximum is "
+                    f"{self.config.max_sessions}",
+                    hint="Destroy a session you no longer need, or raise SANDBOX_MAX_SESSIONS.",
+                )
+            self._reserved += 1
+        try:
+            session = self._take_warm(blueprint, request.rows, request.cols)
+            if session is None:
+                session = self._build(blueprint, request.rows, request.cols)
+            with self._lock:
+                self._sessions[session.id] = session
+            if self._pool is not None:
+                self._pool.want(blueprint)
+            log.info("session %s created (%s)", session.id, blueprint.project)
+            return session.created()
+        finally:
+            with self._lock:
+                self._reserved -= 1
+
+    def _take_warm(self, blueprint: Blueprint, rows: int, cols: int) -> Session | None:
+        """A session from the warm pool, fitted to the request; None when there is none (or
+        the ones there turn out dead: killed from outside while they waited)."""
+        while self._pool is not None:
+            session = self._pool.take(blueprint)
+            if session is None:
+                return None
+            try:
+                if not self.backend.inspect(session.container_id).running:
+                    raise SessionExitedError("its container is not running")
+                if (rows, cols) != (session.rows, session.cols):
+                    session.resize(rows, cols)
+            except SandboxError as exc:
+                log.info("warm session %s was unusable (%s): discarded", session.id, exc)
+                self._discard(session)
+                continue
+            session.spec.created_at = now_iso()
+            session.last_activity_at = session.spec.created_at
+            return session
+        return None
+
+    def _build(self, bp: Blueprint, rows: int = 24, cols: int = 80) -> Session:
+        """Start a session's container and shell (cold); clean up everything on failure."""
+        ensure_session_image(self.backend, bp.image, self._on_build_line)
+        sid = secrets.token_hex(6)
+        spec = session_spec(bp, sid, rows, cols)
+        if spec.durable:
+            self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
+        try:
+            cid = self.backend.create(container_spec(self.config, self.instance_id, spec))
+        except BaseException:
+            if spec.durable:
+                self._remove_volume(sid)
+            raise
+        session = self._session(spec, cid)
+        try:
+            session.open_shell()
+        except BaseException:
+            self._discard(session)
+            raise
+        return session
+
+    def _discard(self, session: Session) -> None:
+        """Remove a session that was never (or is no longer) registered."""
+        session.close()
+        self._remove_container(session.container_id)
+        if session.spec.durable:
+            self._remove_volume(session.id)
+        shutil.rmtree(self.session_dir(session.id), ignore_errors=True)
+
+    def _session(self, spec: SessionSpec, container_id: str) -> Session:
+        return Session(
+            spec,
+            backend=self.backend,
+            container_id=container_id,
+            log_path=self.session_dir(spec.session_id) / "raw.log",
+            log_max_bytes=self.config.log_max_bytes,
+            execute_max_bytes=self.config.execute_max_bytes,
+            unattended_rate=self.config.unattended_rate_kib * 1024,
+            record=self.config.record,
+        )
+
+    def _volume_labels(self, session_id: str) -> dict[str, str]:
+        return {
+            LABEL_MANAGED: "true",
+            LABEL_SESSION: session_id,
+            LABEL_OWNER: self.config.owner,
+        }
+
+    def _remove_volume(self, session_id: str) -> None:
+        try:
+            self.backend.remove_volume(volume_name(session_id))
+        except SandboxError as exc:
+            log.warning("could not remove the volume of session %s: %s", session_id, exc)
+
+    def session_dir(self, session_id: str) -> Path:
+        return self.config.state_dir / "sessions" / session_id
+
+    # -- lookup ----------------------------------------------------------------------------
+    def get(self, session_id: str) -> Session:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFoundError(
+                f"no session {session_id!r} on this server",
+                hint="Call session_list to see the live sessions, or session_create to start one.",
+            )
+        return session
+
+    def sessions(self) -> list[Session]:
+        with self._lock:
+            return list(self._sessions.values())
+
+    def list_sessions(self) -> SessionList:
+        items = [s.summary() for s in self.sessions()]
+        return SessionList(sessions=items, count=len(items))
+
+    def info(self, session_id: str) -> SessionInfo:
+        session = self.get(session_id)
+        return session.info(self.attach_command(session))
+
+    def attach_command(self, session: Session) -> str:
+        """What a person runs to watch or take over: the session's own tmux when durable,
+        else a second shell in the same container (it does not see the agent's terminal)."""
+        if session.spec.durable:
+            return durable_attach_command(session.container_id, session.spec.user)
+        return (
+            f"docker exec -it -u {session.spec.user} -w {shlex.quote(session.spec.workdir)} "
+            f"-e HOME={SESSION_HOME} -e TERM=xterm-256color {session.container_id[:12]} bash"
+        )
+
+    def find_for_project(
+        self,
+        project_path: str,
+        name: str | None,
+        visible: Callable[[str], bool] = lambda _id: True,
+    ) -> Session | None:
+        """A running session of ``project_path`` (named ``name``, if given) that ``visible``
+        admits (a client sees only its own), or None."""
+        project = str(resolve_project_path(project_path, self.config.allowed_roots))
+        for session in self.sessions():
+            if session.spec.project_path != project or session.status != "running":
+                continue
+            if (name is None or session.spec.name == name) and visible(session.id):
+                return session
+        return None
+
+    def execute(
+        self,
+        command: str,
+        *,
+        session_id: str | None = None,
+        project_path: str | None = None,
+        name: str | None = None,
+        timeout_s: float | None = None,
+        idle_timeout_s: float | None = None,
+        background: bool = False,
+        max_lines: int = 200,
+        strip_ansi: bool = True,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+        on_output: OutputFn | None = None,
+    ) -> ExecResult:
+        """Run ``command`` in a session, or in ``project_path``'s session (created on demand)."""
+        if session_id is None and project_path is None:
+            raise InvalidArgumentError(
+                "execute needs session_id or project_path",
+                hint="Pass the session_id from session_create, or the project's absolute path.",
+            )
+        if session_id is not None:
+            session = self.get(session_id)
+        else:
+            assert project_path is not None
+            found = self.find_for_project(project_path, name)
+            if found is None:
+                created = self.create(CreateRequest(project_path=project_path, name=name))
+                found = self.get(created.session_id)
+            session = found
+        timeout = self._timeout(timeout_s, 5.0 if background else self.config.default_timeout_s)
+        idle = None
+        if idle_timeout_s is not None:
+            if idle_timeout_s <= 0:
+                raise InvalidArgumentError("idle_timeout_s must be > 0", hint="e.g. 2")
+            idle = float(idle_timeout_s)
+        if max_lines < 0:
+            raise InvalidArgumentError("max_lines must be >= 0", hint="e.g. 200")
+        return session.execute(
+            command,
+            timeout_s=timeout,
+            idle_timeout_s=idle,
+            background=background,
+            max_lines=max_lines,
+            strip_ansi=strip_ansi,
+            progress=progress,
+            cancel=cancel,
+            on_output=on_output,
+        )
+
+    def _timeout(self, asked: float | None, default: float) -> float:
+        if asked is None:
+            return default
+        if asked <= 0:
+            raise InvalidArgumentError(f"timeout_s must be > 0, got {asked}", hint="e.g. 30")
+        if asked > self.config.max_timeout_s:
+            raise InvalidArgumentError(
+                f"timeout_s={asked:g} is above the server's maximum of "
+                f"{self.config.max_timeout_s:g}",
+                hint="For long commands use background=true, then read to follow the output.",
+            )
+        return float(asked)
+
+    # -- destroy / cleanup -------------------------------------------------------------------
+    def destroy(self, session_id: str, *, force: bool = False) -> Destroyed:
+        session = self.get(session_id)
+        if session.busy and not force and session.status == "running":
+            raise SessionBusyError(
+                f"session {session_id} is running a command",
+                hint="Stop it with signal, or pass force=true to destroy the session anyway.",
+            )
+        with self._lock:
+            self._sessions.pop(session_id, None)
+        result = session.close()
+        self._remove_container(session.container_id)
+        if session.spec.durable:
+            self._remove_volume(session_id)
+        shutil.rmtree(self.session_dir(session_id), ignore_errors=True)
+        log.info("session %s destroyed", session_id)
+        return result
+
+    def _remove_container(self, container_id: str) -> None:
+        try:
+            self.backend.remove(container_id)
+        except SandboxError as exc:
+            log.warning("could not remove container %s: %s", container_id[:12], exc)
+
+    def close(self) -> None:
+        """Destroy this server's plain sessions, leave its durable ones running for the next
+        server, and release its locks (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_reaper.set()
+        if self._pool is not None:
+            self._pool.close()
+        for session in self.sessions():
+            if session.spec.durable:
+                session.detach()
+                continue
+            with contextlib.suppress(SandboxError):
+                self.destroy(session.id, force=True)
+        with self._lock:
+            self._sessions.clear()
+        if self._owner_lock is not None:
+            self._owner_lock.close()
+            self._owner_lock = None
+        if self._server_lock is not None:
+            self._server_lock.close()
+            with contextlib.suppress(OSError):
+                (self.servers_dir / f"{self.instance_id}.lock").unlink()
+            self._server_lock = None
+
+    def orphans(self, owner: str | None = None) -> list[ContainerState]:
+        """Managed containers whose server is gone (or that have stopped); ``owner`` limits
+        them to one ``sandbox.owner`` label."""
+        labels = {LABEL_MANAGED: "true"}
+        if owner is not None:
+            labels[LABEL_OWNER] = owner
+        mine = {s.container_id for s in self.sessions()}
+        found = []
+        for state in self.backend.list_containers(labels):
+            server = state.labels.get(LABEL_SERVER, "")
+            if server == self.instance_id or state.id in mine:
+                continue
+            # "created" is not dead: another server may be about to start it
+            ended = state.status in ("exited", "dead")
+            if state.labels.get(LABEL_DURABLE) == "true":
+                # a running durable session waits for the next server of its owner
+                if ended:
+                    found.append(state)
+                continue
+            alive = self.server_alive(server) if server else None
+            if alive is False or ended:
+                found.append(state)
+        return found
+
+    def gc(self, *, dry_run: bool = False, owner: str | None = None) -> list[ContainerState]:
+        """Remove orphans (see ``orphans``); return what was (or would be) removed."""
+        found = self.orphans(owner)
+        if not dry_run:
+            self.remove_orphans(found)
+        return found
+
+    def remove_orphans(self, states: list[ContainerState]) -> None:
+        """Remove these containers, their logs, and the lock files of their dead servers."""
+        for state in states:
+            self._remove_container(state.id)
+            sid = state.labels.get(LABEL_SESSION, "-")
+            if state.labels.get(LABEL_DURABLE) == "true":
+                self._remove_volume(sid)  # the server's copy of its log stays readable
+            else:
+                shutil.rmtree(self.session_dir(sid), ignore_errors=True)
+            server = state.labels.get(LABEL_SERVER)
+            if server and self.server_alive(server) is False:
+                with contextlib.suppress(OSError):
+                    (self.servers_dir / f"{server}.lock").unlink()
+
+    # -- server info ---------------------------------------------------------------------------
+    def server_info(self) -> ServerInfo:
+        engine = self.backend.describe()
+        c = self.config
+        return ServerInfo(
+            version=__version__,
+            engine=EngineInfo(
+                name=engine.name,
+                version=engine.version,
+                api_version=engine.api_version,
+                runtimes=list(engine.runtimes),
+            ),
+            defaults=Defaults(
+                image=c.image,
+                memory_mb=c.memory_mb,
+                cpus=c.cpus,
+                pids=c.pids,
+                timeout_s=c.default_timeout_s,
+                network=c.network_enabled,
+            ),
+            max_sessions=c.max_sessions,
+            session_count=len(self.sessions()),
+            max_timeout_s=c.max_timeout_s,
+        )
