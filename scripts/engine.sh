@@ -26,7 +26,6 @@ start_engine() {
     log "installing Debian's docker.io"
     apt_install docker.io iptables ca-certificates
   fi
-  if [ -n "${SANDBOX_GVISOR:-}" ] && command -v runsc >/dev/null; then :; fi
   log "starting dockerd in the background (log: /var/log/sandbox-dockerd.log)"
   mkdir -p /etc/docker
   nohup dockerd >/var/log/sandbox-dockerd.log 2>&1 &
@@ -71,5 +70,40 @@ ensure_base_image() {
   log "imported $base"
 }
 
+# gVisor: where we provision the engine ourselves (root on Debian, the engine on this host),
+# install Debian's runsc and register it as the runtime "runsc" (networking off: this build
+# cannot do more), reloading dockerd with SIGHUP: running containers are not touched.
+# SANDBOX_GVISOR=0 skips it.
+runsc_registered() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+
+ensure_runsc() {
+  [ "${SANDBOX_GVISOR:-1}" = 1 ] || return 0
+  is_debian_root || return 0
+  [ -z "${DOCKER_HOST:-}" ] || return 0
+  local pid; pid=$(pidof dockerd 2>/dev/null | awk '{print $1}') || true
+  [ -n "$pid" ] || return 0
+  if runsc_registered; then return 0; fi
+  if ! command -v runsc >/dev/null; then
+    log "installing Debian's runsc (the gVisor tier)"
+    apt_install runsc || { log "runsc could not be installed: the gVisor tier is skipped"; return 0; }
+  fi
+  log "registering runsc with dockerd (daemon.json, SIGHUP)"
+  mkdir -p /etc/docker
+  python3 - "$(command -v runsc)" <<'PY'
+import json, pathlib, sys
+path = pathlib.Path("/etc/docker/daemon.json")
+config = json.loads(path.read_text() or "{}") if path.exists() else {}
+config.setdefault("runtimes", {})["runsc"] = {"path": sys.argv[1], "runtimeArgs": ["--network=none"]}
+path.write_text(json.dumps(config, indent=2) + "\n")
+PY
+  kill -HUP "$pid"
+  for _ in $(seq 1 20); do
+    if runsc_registered; then log "runsc registered"; return 0; fi
+    sleep 0.5
+  done
+  log "dockerd did not pick up runsc (see its log): the gVisor tier is skipped"
+}
+
 ensure_engine
 ensure_base_image
+ensure_runsc

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -34,6 +35,7 @@ from sandbox.backends.base import (
     RunResult,
 )
 from sandbox.errors import (
+    EngineError,
     EngineUnavailableError,
     ImageNotFoundError,
     InternalError,
@@ -137,6 +139,41 @@ def _translated(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
         return wrapper
 
     return deco
+
+
+def _read_frames(response: Any, timeout_s: float) -> bytes:
+    """The output of a non-TTY exec (the engine's multiplexed frames: 8-byte headers, then
+    stdout or stderr bytes), read until the exec ends or ``timeout_s`` passes. An exec that
+    never ends (a sandbox that died under it, a full pids limit) must not hang its caller."""
+    fp = response.raw._fp.fp
+    raw = fp.raw
+    sock: socket.socket = getattr(raw, "_sock", raw)
+    deadline = time.monotonic() + timeout_s
+    data = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise EngineError(
+                f"a control command did not finish within {timeout_s:g} s",
+                hint="The container may be stuck or gone; `sandbox doctor` checks the engine.",
+            )
+        sock.settimeout(remaining)
+        try:
+            chunk = fp.read1(65536)
+        except TimeoutError:
+            continue  # the deadline check above raises
+        except (OSError, ValueError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    out = bytearray()
+    view = memoryview(data)
+    while len(view) >= 8:
+        size = int.from_bytes(view[4:8], "big")
+        out += view[8 : 8 + size]
+        view = view[8 + size :]
+    return bytes(out)
 
 
 class DockerExecChannel:
@@ -360,10 +397,21 @@ class DockerBackend:
         created = self.api.exec_create(
             container_id, argv, stdout=True, stderr=True, user=user, environment=env
         )
-        output = self.api.exec_start(created["Id"], tty=False, demux=False)
+        response = self.api._post_json(
+            self.api._url("/exec/{0}/start", created["Id"]),
+            headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+            data={"Tty": False, "Detach": False},
+            stream=True,
+        )
+        self.api._raise_for_status(response)
+        try:
+            output = _read_frames(response, timeout_s)
+        finally:
+            with contextlib.suppress(Exception):
+                response.close()
         info = self.api.exec_inspect(created["Id"])
         code = info.get("ExitCode")
-        return RunResult(exit_code=int(code) if code is not None else -1, output=output or b"")
+        return RunResult(exit_code=int(code) if code is not None else -1, output=output)
 
     @_translated("creating a volume")
     def create_volume(self, name: str, labels: dict[str, str]) -> None:

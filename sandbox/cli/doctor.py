@@ -43,10 +43,10 @@ RUNSC_DAEMON_JSON = (
 RUNSC_HOWTO = (
     "install gVisor (Debian/Ubuntu: `apt-get install runsc`, or gvisor.dev/docs/user_guide/"
     "install), add a `runtimes` entry to /etc/docker/daemon.json (merge it with what is there): "
-    f"{RUNSC_DAEMON_JSON}, restart the engine (`sudo systemctl restart docker`; this stops "
-    "running containers), then set SANDBOX_RUNTIME=runsc (every session) or "
-    "SANDBOX_ALLOWED_RUNTIMES=runsc (sessions that ask). With --network=none, sessions under "
-    "runsc have no network even when they ask for it."
+    f"{RUNSC_DAEMON_JSON}, reload the engine (`sudo kill -HUP $(pidof dockerd)`; running "
+    "containers keep running; scripts/engine.sh does all this as root on Debian), then set "
+    "SANDBOX_RUNTIME=runsc (every session) or SANDBOX_ALLOWED_RUNTIMES=runsc (sessions that "
+    "ask). With --network=none, sessions under runsc have no network even when they ask for it."
 )
 
 # Printed by the probe container: "file=value" for each cgroup file it can read.

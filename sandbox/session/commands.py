@@ -15,7 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from sandbox.errors import InvalidArgumentError, SandboxError, SessionBusyError
+from sandbox.errors import (
+    InvalidArgumentError,
+    SandboxError,
+    SessionBusyError,
+    SessionNotFoundError,
+)
 from sandbox.models import ExecResult, LogRange
 from sandbox.session.control import GRACE_S
 from sandbox.session.output import OutputFn, OutputStreamer, shape_output
@@ -35,6 +40,10 @@ PROGRESS_EVERY_S = 1.0
 # A prompt marker arrived but not the command's end marker: the shell is idle at its prompt and
 # its protocol is broken (stdout redirected, functions unset). Check after this much quiet.
 LOST_QUIET_S = 0.3
+# While a command is quiet this long, ask the engine whether the container still runs: a
+# container that died (a gVisor sandbox killed or out of memory) may leave its exec socket open,
+# and the reader would wait on it until the command's timeout.
+LIVENESS_EVERY_S = 2.0
 # A program left in the foreground that has printed nothing for this long may be waiting for
 # input (then it is suspended); one that printed more recently is working.
 LEFTOVER_QUIET_S = 0.5
@@ -269,6 +278,15 @@ class CommandsMixin(RecoveryMixin):
         oom = False
         if exit_code == 137 and not reset:
             oom = self._check_oom()
+        if shell_died and self.status != "running":  # the container itself ended
+            with contextlib.suppress(SandboxError):
+                oom = oom or self.backend.inspect(self.container_id).oom_killed
+            notices.append(
+                "The session's container stopped"
+                + (" because it ran out of memory" if oom else " (killed from outside?)")
+                + ": this session has ended. Create a new one"
+                + (" with more memory_mb." if oom else ".")
+            )
         result = ExecResult(
             session_id=self.id,
             output=output,
@@ -351,6 +369,7 @@ class CommandsMixin(RecoveryMixin):
         stream: OutputStreamer | None = None,
     ) -> str:
         next_progress = time.monotonic() + PROGRESS_EVERY_S
+        next_check = time.monotonic() + LIVENESS_EVERY_S
         while True:
             with self._cond:
                 while True:
@@ -382,13 +401,37 @@ class CommandsMixin(RecoveryMixin):
                         break
                     if stream is not None and stream.pending():
                         break
+                    if now >= next_check:
+                        break
+                    wake = min(wake, next_check)
                     self._cond.wait(max(0.0, wake - now))
+            if time.monotonic() >= next_check:
+                quiet = time.monotonic() - self._last_output >= LIVENESS_EVERY_S
+                next_check = time.monotonic() + LIVENESS_EVERY_S
+                if quiet and self._container_gone():
+                    self._drop_channel()  # the reader ends; the loop sees the shell gone
             if stream is not None:
                 stream.flush()
             if progress is not None and time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + PROGRESS_EVERY_S
                 with contextlib.suppress(Exception):
                     progress(time.monotonic() - p.sent_at, self._last_line(p))
+
+    def _container_gone(self) -> bool:
+        """Whether the engine says the session's container no longer runs (one inspect)."""
+        try:
+            return self.backend.inspect(self.container_id).status != "running"
+        except SessionNotFoundError:
+            return True
+        except SandboxError:
+            return False  # the engine does not answer: that says nothing of the container
+
+    def _drop_channel(self) -> None:
+        """Close the shell's exec socket so its reader ends (the container is gone)."""
+        channel = self._channel
+        if channel is not None:
+            channel.close()
+        self._attend()
 
     def _command_start_pid(self, p: Pending) -> int | None:
         """The pid namespace's last pid just before command ``p`` started (None: unknown)."""

@@ -14,7 +14,7 @@ from sandbox.session.profile import project_access
 from sandbox.session.state import SessionState
 from sandbox.shell.ladder import LADDER, SIGNAL_NUMBERS, JobTarget, escalate
 from sandbox.shell.markers import resync_line
-from sandbox.shell.probe import ProbeResult, parse_probe, probe_script
+from sandbox.shell.probe import FOREGROUND_GROUP_SH, ProbeResult, parse_probe, probe_script
 from sandbox.terminal.stream import ScreenSnapshot
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class ControlMixin(SessionState):
             return None
         result = self.backend.run(
             self.container_id,
-            ["sh", "-c", f"ps -o tpgid= -p {int(pid)}"],
+            ["sh", "-c", f"p={int(pid)}\n{FOREGROUND_GROUP_SH}\necho $t"],
             user=self.spec.user,
         )
         if result.exit_code != 0 and not result.output.strip():

@@ -47,8 +47,33 @@ from sandbox.version import __version__
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_RESERVED_ENV = {"SANDBOX_RC", "SANDBOX_FSIZE_KB"}
-_LABEL_ENV = ("HOME", "USER", "LOGNAME", "TERM", "LANG", "SANDBOX_SESSION", "SANDBOX_FSIZE_KB")
+_RESERVED_ENV = {"SANDBOX_RC", "SANDBOX_FSIZE_KB", "SANDBOX_NPROC"}
+_LABEL_ENV = (
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TERM",
+    "LANG",
+    "SANDBOX_SESSION",
+    "SANDBOX_FSIZE_KB",
+    "SANDBOX_NPROC",
+)
+# gVisor (runsc, ptrace platform) backs every process of the sandbox with host tasks (measured:
+# about 8 per process, 38 for an idle sandbox): the container's pids limit bounds those, and
+# the session's own process limit is the shell's RLIMIT_NPROC, which gVisor enforces.
+GVISOR_TASKS_PER_PROCESS = 10
+GVISOR_BASE_TASKS = 128
+
+
+def is_gvisor(runtime: str | None) -> bool:
+    return runtime is not None and ("runsc" in runtime or "gvisor" in runtime)
+
+
+def host_pids_limit(pids: int, runtime: str | None) -> int:
+    """The container's pids limit for a session that may run ``pids`` processes."""
+    if is_gvisor(runtime):
+        return pids * GVISOR_TASKS_PER_PROCESS + GVISOR_BASE_TASKS
+    return pids
 
 
 @dataclass(frozen=True)
@@ -158,6 +183,7 @@ def session_spec(bp: Blueprint, session_id: str, rows: int, cols: int) -> Sessio
             "LANG": "C.UTF-8",
             "SANDBOX_SESSION": session_id,
             **({"SANDBOX_FSIZE_KB": str(bp.fsize_kb)} if bp.fsize_kb else {}),
+            **({"SANDBOX_NPROC": str(bp.pids)} if is_gvisor(bp.runtime) else {}),
             **dict(bp.env),
         },
     )
@@ -200,7 +226,7 @@ def container_spec(config: SandboxConfig, instance_id: str, spec: SessionSpec) -
         user=f"{KEEPALIVE_UID}:{KEEPALIVE_UID}",
         memory_mb=spec.limits.memory_mb,
         cpus=spec.limits.cpus,
-        pids=spec.limits.pids,
+        pids=host_pids_limit(spec.limits.pids, spec.runtime),
         network=network,
         tmpfs={
             "/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777",

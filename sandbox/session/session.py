@@ -147,7 +147,8 @@ class Session(ViewsMixin, CommandsMixin):
             list(SHELL_ARGV)
             if self.is_shell
             else command_argv(
-                list(self.spec.command or []), prelude=not self.backend.sets_fsize_ulimit
+                list(self.spec.command or []),
+                prelude=not self.backend.sets_fsize_ulimit or "SANDBOX_NPROC" in self.spec.env,
             )
         )
         env = dict(self.spec.env)

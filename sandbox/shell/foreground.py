@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sandbox.shell.probe import FOREGROUND_GROUP_SH
+
 FOREGROUND_SCRIPT = r"""
 p=@PID@
-t=$(ps -o tpgid= -p $p 2>/dev/null | tr -d ' ')
+@FOREGROUND_GROUP@
 echo "tpgid ${t:-0}"
 [ -n "$t" ] && [ "$t" -gt 0 ] 2>/dev/null || exit 0
 echo "args $(ps -o args= -p $t 2>/dev/null | head -c 200)"
@@ -41,7 +43,9 @@ INPUT_WAITS = frozenset(
 
 
 def foreground_script(shell_pid: int) -> str:
-    return FOREGROUND_SCRIPT.replace("@PID@", str(int(shell_pid)))
+    return FOREGROUND_SCRIPT.replace("@FOREGROUND_GROUP@", FOREGROUND_GROUP_SH.strip()).replace(
+        "@PID@", str(int(shell_pid))
+    )
 
 
 @dataclass(frozen=True)

@@ -97,16 +97,21 @@ SHELL_ARGV = [
     "bash",
     "-c",
     '[ -z "$SANDBOX_FSIZE_KB" ] || ulimit -f "$SANDBOX_FSIZE_KB"; unset SANDBOX_FSIZE_KB; '
+    '[ -z "$SANDBOX_NPROC" ] || ulimit -u "$SANDBOX_NPROC"; unset SANDBOX_NPROC; '
     '[ -d "$HOME" ] || mkdir -p -m 0755 "$HOME" 2>/dev/null; '
     'exec bash --noprofile --rcfile /dev/fd/3 -i 3<<<"$SANDBOX_RC"',
 ]
 
-# A session's own command, where the engine cannot cap the file size (Podman): ``sh`` caps it
-# (dash and busybox count 512-byte blocks, bash KiB) and makes the home, then becomes it.
+# A session's own command, where the engine cannot cap the file size (Podman) or the process
+# count (gVisor): ``sh`` caps them (dash and busybox count 512-byte blocks and spell the
+# process limit -p, bash counts KiB and spells it -u) and makes the home, then becomes it.
 COMMAND_PRELUDE = (
     'if [ -n "$SANDBOX_FSIZE_KB" ]; then if [ -n "$BASH_VERSION" ]; '
     'then ulimit -f "$SANDBOX_FSIZE_KB"; else ulimit -f "$((SANDBOX_FSIZE_KB * 2))"; fi; fi; '
-    'unset SANDBOX_FSIZE_KB; [ -d "$HOME" ] || mkdir -p -m 0755 "$HOME" 2>/dev/null; exec "$@"'
+    'if [ -n "$SANDBOX_NPROC" ]; then if [ -n "$BASH_VERSION" ]; '
+    'then ulimit -u "$SANDBOX_NPROC"; else ulimit -p "$SANDBOX_NPROC"; fi; fi; '
+    "unset SANDBOX_FSIZE_KB SANDBOX_NPROC; "
+    '[ -d "$HOME" ] || mkdir -p -m 0755 "$HOME" 2>/dev/null; exec "$@"'
 )
 
 

@@ -9,9 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Sets $t to the terminal's foreground process group of the shell $p (the shell's own, or 0,
+# when nothing runs in front of it). gVisor's /proc (Debian's 2022 runsc) has no controlling
+# terminal and a tpgid of 0 for every process: there, the newest process group the shell started
+# that is not stopped stands in for it (a job the shell put in front is its newest group).
+FOREGROUND_GROUP_SH = r"""
+t=$(ps -o tpgid= -p $p 2>/dev/null | tr -d ' ')
+if [ "${t:-0}" = 0 ] && [ "$(ps -o tty= -p $p 2>/dev/null | tr -d ' ')" = "?" ]; then
+  t=$(ps -e -o pgid=,ppid=,stat= 2>/dev/null \
+      | awk -v p="$p" '$2 == p && $1 != p && $3 !~ /^T/ {g = $1} END {print g + 0}')
+fi
+"""
+
 
 def probe_script(shell_pid: int) -> str:
-    return PROBE_SCRIPT.replace("@PID@", str(int(shell_pid)))
+    return PROBE_SCRIPT.replace("@FOREGROUND_GROUP@", FOREGROUND_GROUP_SH.strip()).replace(
+        "@PID@", str(int(shell_pid))
+    )
 
 
 PROBE_SCRIPT = r"""
@@ -22,7 +36,7 @@ d=$c; [ -f $c/pids.current ] || d=$c/pids
 n=; x=; read -r n < $d/pids.current; read -r x < $d/pids.max
 echo "pids $n"
 echo "pids_max $x"
-t=$(ps -o tpgid= -p $p 2>/dev/null | tr -d ' ')
+@FOREGROUND_GROUP@
 echo "tpgid ${t:-}"
 if [ -n "$t" ] && [ "$t" -gt 0 ] 2>/dev/null && [ "$t" != "$p" ]; then
   echo "fg $(ps -o args= -p $t 2>/dev/null | head -c 300)"
