@@ -28,7 +28,7 @@ import tty
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from sandbox.terminal.transcript import clean_transcript, complete_prefix, sanitize_terminal
 
@@ -246,3 +246,23 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def error_line(line: str) -> None:
+    """One error line for the person, on stderr (``sandbox: ...``)."""
+    print(f"sandbox: {line}", file=sys.stderr, flush=True)
+
+
+def stderr_line(line: str) -> None:
+    """A progress line (an image build's), on stderr: stdout may be a pipe or the MCP wire."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def usage_exit(command: str, message: str) -> NoReturn:
+    """A usage error of ``sandbox COMMAND``: one line with the way to help, exit status 2."""
+    print(
+        f"sandbox {command}: usage error: {message}; hint: `sandbox {command} --help` shows the "
+        "options and an example",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)

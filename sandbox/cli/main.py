@@ -2,26 +2,28 @@
 
 Exit codes: 0 ok, 1 error, 2 usage; ``run`` and ``shell`` exit with the command's own code
 (124 on ``--timeout``, 128+N after signal N). An error is one line on stderr with a hint; the
-traceback only with ``--debug``. The commands live in their own modules: ``runner`` (run),
-``bridge`` (shell, attach), ``inventory`` (ls, logs, kill, gc), ``doctor``.
+traceback only with ``--debug``. The verbs live in one module per group: ``box`` (run, shell,
+attach), ``upkeep`` (ls, logs, kill, gc, doctor, image), ``serve`` (mcp, serve); the work they
+do in ``run``, ``attach``, ``inventory`` and ``doctor``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from sandbox.cli import box as box_verbs
+from sandbox.cli import serve as serve_verbs
+from sandbox.cli import upkeep as upkeep_verbs
+from sandbox.cli.console import error_line, usage_exit
 from sandbox.config import SandboxConfig
-from sandbox.errors import SandboxError, SessionNotFoundError
-from sandbox.models import CreateRequest
+from sandbox.errors import SandboxError
 from sandbox.version import __version__
 
 log = logging.getLogger("sandbox")
@@ -205,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if args.cmd == "image" and args.image_cmd is None:
-        _usage("image", "choose an action: sandbox image build")
+        usage_exit("image", "choose an action: sandbox image build")
     previous = {}
     if args.cmd not in ("mcp", "serve"):  # those stop on their own signal handling
         previous = {sig: signal.signal(sig, _raise_terminated) for sig in _TERMINATING}
@@ -214,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SandboxError as exc:
         if debug:
             traceback.print_exc(file=sys.stderr)
-        _error(f"{exc.message.rstrip('.')}; hint: {exc.hint}")
+        error_line(f"{exc.message.rstrip('.')}; hint: {exc.hint}")
         return 1
     except KeyboardInterrupt:
         return 130
@@ -228,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             traceback.print_exc(file=sys.stderr)
-        _error(
+        error_line(
             f"unexpected error: {type(exc).__name__}: {exc}; hint: run with --debug for the "
             "traceback and report it"
         )
@@ -245,241 +247,16 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise _Terminated(signum)
 
 
-def _error(line: str) -> None:
-    print(f"sandbox: {line}", file=sys.stderr, flush=True)
-
-
-def _stderr_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-# -- commands ------------------------------------------------------------------------------------
-
-
-def _request(args: argparse.Namespace) -> CreateRequest:
-    return CreateRequest(
-        project_path=str(Path(args.project).expanduser().absolute()),
-        image=args.image,
-        network=True if args.network else None,
-        env=dict(args.env),
-        memory_mb=args.memory,
-        cpus=args.cpus,
-        read_only_project=args.read_only_project,
-    )
-
-
-def _box_config(
-    args: argparse.Namespace, config: SandboxConfig, timeout_s: float | None = None
-) -> SandboxConfig:
-    """``config`` with maxima raised to explicit flags (the CLI's user is the operator).
-
-    The project directory the person named is allowed as a root of its own (system
-    directories, ``/`` and engine sockets are still refused by the path checks)."""
-    update: dict[str, object] = {}
-    project = getattr(args, "project", None)
-    if project is not None:
-        named = Path(project).expanduser().absolute()
-        if named.is_dir():
-            update["allowed_roots"] = (*config.allowed_roots, named.resolve())
-    if args.memory is not None and args.memory > config.max_memory_mb:
-        update["max_memory_mb"] = args.memory
-    if args.cpus is not None and args.cpus > config.max_cpus:
-        update["max_cpus"] = args.cpus
-    if timeout_s is not None and timeout_s > config.max_timeout_s:
-        update["max_timeout_s"] = timeout_s
-    return config.model_copy(update=update) if update else config
-
-
-def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.cli.run import RunOptions, run_command
-    from sandbox.session.manager import SessionManager
-
-    argv = list(args.argv)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if not argv:
-        _usage("run", "run needs a command: sandbox run [OPTIONS] -- CMD [ARGS...]")
-    request = _request(args)
-    config = SandboxConfig.from_env()
-    timeout = args.timeout if args.timeout is not None else float(config.max_lifetime_s)
-    config = _box_config(args, config, timeout)
-    manager = SessionManager(config, on_build_line=_stderr_line)
-    return run_command(manager, RunOptions(argv=argv, request=request, timeout_s=timeout))
-
-
-def _usage(command: str, message: str) -> NoReturn:
-    print(
-        f"sandbox {command}: usage error: {message}; hint: `sandbox {command} --help` shows the "
-        "options and an example",
-        file=sys.stderr,
-    )
-    raise SystemExit(2)
-
-
-def _shell(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.cli.attach import SessionLink, bridge
-    from sandbox.cli.console import terminal_size
-    from sandbox.cli.run import remove_own_containers
-    from sandbox.session.manager import SessionManager
-
-    manager = SessionManager(
-        _box_config(args, SandboxConfig.from_env()), on_build_line=_stderr_line
-    )
-    try:
-        rows, cols = terminal_size(sys.stdout.fileno())
-        request = _request(args).model_copy(update={"rows": rows, "cols": cols})
-        created = manager.create(request)
-        signum = bridge(SessionLink(manager.get(created.session_id)))
-        code = manager.destroy(created.session_id, force=True).exit_code
-        if signum is not None:
-            return 128 + signum
-        if code is None:
-            _error("the session ended without an exit code (was its container removed?)")
-            return 1
-        return code
-    finally:
-        remove_own_containers(manager)
-
-
-def _attach(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.cli.attach import attach
-
-    return attach(args.id)
-
-
-def _ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.cli.inventory import rows_table, session_rows
-    from sandbox.session.manager import SessionManager
-
-    manager = SessionManager(SandboxConfig.from_env())
-    try:
-        rows = session_rows(manager, manager.backend)
-    finally:
-        manager.close()
-    if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
-    elif rows:
-        print(rows_table(rows))
-    else:
-        print("no sandbox sessions on this engine", file=sys.stderr)
-    return 0
-
-
-def _logs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.cli.inventory import print_log, session_log_path
-
-    config = SandboxConfig.from_env()
-    if args.cast:
-        from sandbox.backends import connect
-        from sandbox.backends.base import Backend
-
-        backend: Backend | None
-        try:
-            backend = connect()
-        except SandboxError:
-            backend = None  # the files are on disk anyway
-        cast = session_log_path(config.state_dir, backend, args.id).with_name("session.cast")
-        if not cast.exists():
-            raise SessionNotFoundError(
-                f"session {args.id} has no recording",
-                hint="Recording is on unless SANDBOX_RECORD=0; play one with `asciinema play`.",
-            )
-        print(cast)
-        return 0
-    print_log(config, args.id, follow=args.follow, raw=args.raw)
-    return 0
-
-
-def _kill(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.backends import connect
-    from sandbox.cli.inventory import find_container
-    from sandbox.config import LABEL_NAME, LABEL_SESSION
-
-    backend = connect()
-    state = find_container(backend, args.id)
-    backend.remove(state.id)
-    sid = state.labels.get(LABEL_SESSION, "?")
-    print(f"removed session {sid} ({state.labels.get(LABEL_NAME, state.name)})")
-    return 0
-
-
-def _gc(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.cli.inventory import find_orphans, orphans_table, remove_orphans
-    from sandbox.session.manager import SessionManager
-
-    config = SandboxConfig.from_env()
-    manager = SessionManager(config)
-    try:
-        owner = None if args.all_owners else config.owner
-        orphans = find_orphans(manager, owner)
-        scope = "any owner" if owner is None else f"owner {owner}"
-        if not orphans:
-            wider = "" if owner is None else "; --all-owners looks at every owner's"
-            print(f"nothing to remove: no orphaned sandbox containers of {scope}{wider}")
-            return 0
-        noun = "container" if len(orphans) == 1 else "containers"
-        if args.dry_run:
-            print(f"would remove {len(orphans)} orphaned {noun} of {scope}:")
-            print(orphans_table(orphans))
-            print("run `sandbox gc` to remove them")
-            return 0
-        removed = remove_orphans(manager, orphans)
-        print(orphans_table(removed))
-        print(f"removed {len(removed)} orphaned {noun} of {scope}")
-        return 0
-    finally:
-        manager.close()
-
-
-def _doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.cli.doctor import exit_code, run_checks
-
-    checks = []
-    for check in run_checks():
-        print(check.render(), flush=True)
-        checks.append(check)
-    code = exit_code(checks)
-    failed = [c.name for c in checks if not c.passed]
-    if failed:
-        print(f"\n{len(failed)} check(s) failed: {', '.join(failed)}")
-    else:
-        print("\nall required checks passed")
-    return code
-
-
-def _image(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.backends import connect
-    from sandbox.session.image import build_session_image
-
-    build_session_image(connect(), _stderr_line)
-    return 0
-
-
-def _mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.mcp.stdio import serve
-
-    serve(SandboxConfig.from_env())
-    return 0
-
-
-def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.mcp.http import serve
-
-    config = SandboxConfig.from_env(token=args.token)
-    serve(config, host=args.host, port=args.port)
-    return 0
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
-    "run": _run,
-    "shell": _shell,
-    "attach": _attach,
-    "ls": _ls,
-    "logs": _logs,
-    "kill": _kill,
-    "gc": _gc,
-    "doctor": _doctor,
-    "image": _image,
-    "mcp": _mcp,
-    "serve": _serve,
+    "run": box_verbs.run_verb,
+    "shell": box_verbs.shell_verb,
+    "attach": box_verbs.attach_verb,
+    "ls": upkeep_verbs.ls_verb,
+    "logs": upkeep_verbs.logs_verb,
+    "kill": upkeep_verbs.kill_verb,
+    "gc": upkeep_verbs.gc_verb,
+    "doctor": upkeep_verbs.doctor_verb,
+    "image": upkeep_verbs.image_verb,
+    "mcp": serve_verbs.mcp_verb,
+    "serve": serve_verbs.serve_verb,
 }
