@@ -32,6 +32,7 @@ from sandbox.backends.base import (
     ContainerSpec,
     ContainerState,
     EngineDescription,
+    NetworkControl,
     RunResult,
 )
 from sandbox.errors import (
@@ -502,6 +503,12 @@ class DockerBackend:
     @property
     def sets_fsize_ulimit(self) -> bool:
         return not self.is_podman
+
+    @property
+    def networks(self) -> NetworkControl:
+        from sandbox.backends.networks import DockerNetworks  # it imports this module
+
+        return DockerNetworks(self.api)
 
     @_translated("asking the engine for its version")
     @_retry

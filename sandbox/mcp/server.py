@@ -1,4 +1,5 @@
-"""The MCP server: the contract's eleven tools as thin typed wrappers over ``SessionManager``.
+"""The MCP server: the contract's eleven tools and ``session_update``, as thin typed wrappers
+over ``SessionManager``.
 
 ``build_server(config, manager)`` returns an ``MCPServer``; ``sandbox.mcp.stdio`` serves it
 on stdin/stdout (``sandbox mcp``) and ``sandbox.mcp.http`` over streamable HTTP (``sandbox
@@ -44,6 +45,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandbox.config import SandboxConfig
+from sandbox.egress.policy import check_client
 from sandbox.errors import (
     InternalError,
     InvalidArgumentError,
@@ -62,6 +64,7 @@ from sandbox.mcp.inputs import (
     SessionCreateInput,
     SessionDestroyInput,
     SessionInput,
+    SessionUpdateInput,
     SignalInput,
     validation_error,
 )
@@ -78,6 +81,7 @@ from sandbox.models import (
     SessionCreated,
     SessionInfo,
     SessionList,
+    SessionUpdated,
     SignalResult,
 )
 from sandbox.version import __version__
@@ -254,11 +258,7 @@ class Tools:
 
     def _create(self, client: str, request: CreateRequest) -> SessionCreated:
         """Create a session within the client's quota (tokens only)."""
-        if request.network and not self.config.client_network:
-            raise InvalidArgumentError(
-                "this server does not let clients turn the network on",
-                hint="Omit network (sessions have none); the operator sets SANDBOX_CLIENT_NETWORK.",
-            )
+        check_client(self.config, request.network)
         quota = self.config.token_quota
         with self._quota_lock:
             live = {s.id for s in self.manager.sessions()}
@@ -324,6 +324,12 @@ class Tools:
     async def session_destroy(self, args: SessionDestroyInput, ctx: ToolContext) -> Destroyed:
         self.session(ctx, args.session_id)
         return await self._run(partial(self.manager.destroy, args.session_id, force=args.force))
+
+    async def session_update(self, args: SessionUpdateInput, ctx: ToolContext) -> SessionUpdated:
+        self.session(ctx, args.session_id)
+        check_client(self.config, args.network)
+        allow = await self._run(partial(self.manager.update_network, args.session_id, args.network))
+        return SessionUpdated(session_id=args.session_id, egress_allow=allow)
 
     async def server_info(self, args: NoInput, ctx: ToolContext) -> ServerInfo:
         return await self._run(self.manager.server_info)
@@ -458,6 +464,9 @@ class Tools:
             ToolSpec("resize", ResizeInput, ResizeResult, self.resize, resizing),
             ToolSpec("read_log", ReadLogInput, LogChunk, self.read_log, read_only),
             ToolSpec("server_info", NoInput, ServerInfo, self.server_info, read_only),
+            ToolSpec(
+                "session_update", SessionUpdateInput, SessionUpdated, self.session_update, plain
+            ),
         ]
 
 

@@ -27,6 +27,7 @@ from sandbox.config import (
     LABEL_DURABLE,
     LABEL_MANAGED,
     LABEL_OWNER,
+    LABEL_ROLE,
     LABEL_SERVER,
     LABEL_SESSION,
     LABEL_SPEC,
@@ -34,6 +35,8 @@ from sandbox.config import (
     SandboxConfig,
     new_instance_id,
 )
+from sandbox.egress.proxy import remove_stale as remove_stale_proxy
+from sandbox.egress.service import Egress
 from sandbox.errors import (
     InvalidArgumentError,
     SandboxError,
@@ -97,6 +100,7 @@ class SessionManager:
         self._server_lock: IO[str] | None = None
         self._owner_lock: IO[str] | None = None
         self._take_server_lock()
+        self.egress = Egress(config, backend, self.instance_id, self.session_dir, on_build_line)
         self._pool: WarmPool | None = None
         if config.warm_pool > 0:
             self._pool = WarmPool(config.warm_pool, build=self._build, discard=self._discard)
@@ -167,9 +171,12 @@ class SessionManager:
                 continue
             session = self._session(spec, state.id)
             try:
+                if spec.egress is not None:
+                    self.egress.register(spec.session_id, spec.egress_secret, spec.egress)
                 session.open_shell(adopt=True)
             except SandboxError as exc:
                 log.warning("could not reattach durable session %s: %s", spec.session_id, exc)
+                self.egress.forget(spec.session_id)
                 session.close()
                 continue
             with self._lock:
@@ -245,7 +252,9 @@ class SessionManager:
         """Start a session's container and shell (cold); clean up everything on failure."""
         ensure_session_image(self.backend, bp.image, self._on_build_line)
         sid = secrets.token_hex(6)
-        spec = session_spec(bp, sid, rows, cols)
+        spec = session_spec(bp, sid, rows, cols, self.config.owner)
+        if spec.egress is not None:
+            self.egress.register(sid, spec.egress_secret, spec.egress)
         if spec.durable:
             self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
         try:
@@ -253,6 +262,7 @@ class SessionManager:
         except BaseException:
             if spec.durable:
                 self._remove_volume(sid)
+            self.egress.forget(sid)
             raise
         session = self._session(spec, cid)
         try:
@@ -266,6 +276,7 @@ class SessionManager:
         """Remove a session that was never (or is no longer) registered."""
         session.close()
         self._remove_container(session.container_id)
+        self.egress.forget(session.id)
         if session.spec.durable:
             self._remove_volume(session.id)
         shutil.rmtree(self.session_dir(session.id), ignore_errors=True)
@@ -319,7 +330,12 @@ class SessionManager:
 
     def info(self, session_id: str) -> SessionInfo:
         session = self.get(session_id)
-        return session.info(self.attach_command(session))
+        info = session.info(self.attach_command(session))
+        if session.spec.egress is not None:
+            summary = self.egress.summary(session_id)
+            allow = summary.allow if summary is not None else session.spec.egress
+            info = info.model_copy(update={"egress": summary, "egress_allow": allow})
+        return info
 
     def attach_command(self, session: Session) -> str:
         """What a person runs to watch or take over: the session's own tmux when durable,
@@ -386,7 +402,7 @@ class SessionManager:
             idle = float(idle_timeout_s)
         if max_lines < 0:
             raise InvalidArgumentError("max_lines must be >= 0", hint="e.g. 200")
-        return session.execute(
+        result = session.execute(
             command,
             timeout_s=timeout,
             idle_timeout_s=idle,
@@ -397,6 +413,22 @@ class SessionManager:
             cancel=cancel,
             on_output=on_output,
         )
+        if session.spec.egress is not None:
+            result.notices.extend(self.egress.notices(session.id))
+        return result
+
+    def update_network(self, session_id: str, network: list[str]) -> list[str]:
+        """Change a live allow-list session's hosts, without restarting it."""
+        session = self.get(session_id)
+        if session.spec.egress is None:
+            raise InvalidArgumentError(
+                f"session {session_id} has no egress allow-list to change",
+                hint="Only a session created with network=[hosts] can change its hosts live; "
+                "create a new session for another kind of network.",
+            )
+        allow = self.egress.update(session_id, network)
+        session.spec.egress = allow
+        return allow
 
     def _timeout(self, asked: float | None, default: float) -> float:
         if asked is None:
@@ -423,6 +455,7 @@ class SessionManager:
             self._sessions.pop(session_id, None)
         result = session.close()
         self._remove_container(session.container_id)
+        self.egress.forget(session_id)
         if session.spec.durable:
             self._remove_volume(session_id)
         shutil.rmtree(self.session_dir(session_id), ignore_errors=True)
@@ -452,6 +485,7 @@ class SessionManager:
                 self.destroy(session.id, force=True)
         with self._lock:
             self._sessions.clear()
+        self.egress.close()
         if self._owner_lock is not None:
             self._owner_lock.close()
             self._owner_lock = None
@@ -468,8 +502,10 @@ class SessionManager:
         if owner is not None:
             labels[LABEL_OWNER] = owner
         mine = {s.container_id for s in self.sessions()}
-        found = []
+        found = self.egress.stale(owner)
         for state in self.backend.list_containers(labels):
+            if state.labels.get(LABEL_ROLE):
+                continue  # the egress proxy: stale ones are found above
             server = state.labels.get(LABEL_SERVER, "")
             if server == self.instance_id or state.id in mine:
                 continue
@@ -495,6 +531,9 @@ class SessionManager:
     def remove_orphans(self, states: list[ContainerState]) -> None:
         """Remove these containers, their logs, and the lock files of their dead servers."""
         for state in states:
+            if state.labels.get(LABEL_ROLE):
+                remove_stale_proxy(self.backend, state)
+                continue
             self._remove_container(state.id)
             sid = state.labels.get(LABEL_SESSION, "-")
             if state.labels.get(LABEL_DURABLE) == "true":
@@ -529,4 +568,5 @@ class SessionManager:
             max_sessions=c.max_sessions,
             session_count=len(self.sessions()),
             max_timeout_s=c.max_timeout_s,
+            egress=self.egress.status(),
         )

@@ -38,6 +38,7 @@ TOOLS = {
     "resize",
     "read_log",
     "server_info",
+    "session_update",
 }
 LIMIT_S = 20  # upper bound of any single test step
 
@@ -122,7 +123,7 @@ async def create(client: Client, project: Path, **extra: Any) -> str:
 
 
 # -- listing --------------------------------------------------------------------------------
-async def test_lists_the_eleven_contract_tools_with_schemas_and_annotations(
+async def test_lists_the_contract_tools_and_session_update_with_schemas_and_annotations(
     client: Client,
 ) -> None:
     with anyio.fail_after(LIMIT_S):
