@@ -100,7 +100,8 @@ def test_what_a_session_gets_from_its_request_and_the_server() -> None:
     assert session_network(plain, []).enabled is False
     listed = config(egress_allow="pypi.org,*.github.com")
     default = session_network(listed, None)
-    assert default.enabled and default.allow == ("*.github.com", "pypi.org")
+    assert default.enabled
+    assert default.allow == ("*.github.com", "pypi.org")
     assert session_network(listed, False).enabled is False
 
 
@@ -114,7 +115,8 @@ def test_with_a_server_list_a_client_may_narrow_it_but_not_widen_it() -> None:
     for wider in (["github.com"], ["pypi.org:8080"], ["evil.org"], True):
         with pytest.raises(InvalidArgumentError) as caught:
             check_client(listed, wider)
-        assert "pypi.org" in caught.value.hint and "SANDBOX_EGRESS_ALLOW" in caught.value.hint
+        assert "pypi.org" in caught.value.hint
+        assert "SANDBOX_EGRESS_ALLOW" in caught.value.hint
 
 
 def test_the_operator_may_let_clients_widen_the_list() -> None:
@@ -131,7 +133,8 @@ def test_an_allow_list_under_gvisor_is_a_clear_error(tmp_path: Path) -> None:
     request = CreateRequest(project_path=str(tmp_path), runtime="runsc", network=["pypi.org"])
     with pytest.raises(InvalidArgumentError) as caught:
         blueprint(gvisor, request)
-    assert "runsc" in caught.value.message and "network=false" in caught.value.hint
+    assert "runsc" in caught.value.message
+    assert "network=false" in caught.value.hint
 
 
 def test_an_allow_list_session_gets_the_proxy_variables_and_the_internal_network(
@@ -140,7 +143,8 @@ def test_an_allow_list_session_gets_the_proxy_variables_and_the_internal_network
     cfg = config(allowed_roots=str(tmp_path), owner="alice")
     bp = blueprint(cfg, CreateRequest(project_path=str(tmp_path), network=["pypi.org"]))
     spec = session_spec(bp, "abc123", 24, 80, cfg.owner)
-    assert spec.egress == ["pypi.org"] and len(spec.egress_secret) == 32
+    assert spec.egress == ["pypi.org"]
+    assert len(spec.egress_secret) == 32
     env = proxy_env("alice", "abc123", spec.egress_secret)
     for name in ("HTTP_PROXY", "https_proxy", "NO_PROXY"):
         assert spec.env[name] == env[name]
@@ -149,7 +153,8 @@ def test_an_allow_list_session_gets_the_proxy_variables_and_the_internal_network
     assert container.network.startswith("sandbox-egress-")
     assert container.env["HTTP_PROXY"] == env["HTTP_PROXY"]
     plain = session_spec(blueprint(cfg, CreateRequest(project_path=str(tmp_path))), "x", 24, 80)
-    assert "HTTP_PROXY" not in plain.env and container_spec(cfg, "s", plain).network == "none"
+    assert "HTTP_PROXY" not in plain.env
+    assert container_spec(cfg, "s", plain).network == "none"
 
 
 def test_the_proxy_log_reads_as_decisions_and_counts_per_session(tmp_path: Path) -> None:
@@ -167,8 +172,11 @@ def test_the_proxy_log_reads_as_decisions_and_counts_per_session(tmp_path: Path)
     assert [journal.record(e) for e in entries] == [True, True, False]
     assert journal.counts("s1") == (1, 1)
     first, second = journal.recent("s1")
-    assert first.allowed and first.bytes_in == 296 and first.time.endswith("Z")
-    assert not second.allowed and (second.host, second.port, second.method) == (
+    assert first.allowed
+    assert first.bytes_in == 296
+    assert first.time.endswith("Z")
+    assert not second.allowed
+    assert (second.host, second.port, second.method) == (
         "denied.test",
         443,
         "CONNECT",
