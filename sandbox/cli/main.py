@@ -121,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     box.add_argument("--network", action="store_true", help="give the sandbox network access")
     box.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="let the sandbox reach HOST (pypi.org, *.github.com, host:port) through the egress "
+        "proxy, and nothing else (repeatable)",
+    )
+    box.add_argument(
         "--env", action="append", type=_env_pair, default=[], metavar="K=V", help="set a variable"
     )
     box.add_argument(
@@ -168,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--raw", action="store_true", help="the bytes as recorded, unfiltered")
     logs.add_argument(
         "--cast", action="store_true", help="print the path of its asciicast recording"
+    )
+    logs.add_argument(
+        "--egress", action="store_true", help="the egress proxy's decisions for it instead"
     )
     kill = add("kill", "remove a session's container now")
     kill.add_argument("id", help="session id (or a unique prefix, or its name)")

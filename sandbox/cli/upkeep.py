@@ -51,6 +51,11 @@ def logs_verb(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             )
         print(cast)
         return 0
+    if args.egress:
+        from sandbox.cli.inventory import print_egress_log
+
+        print_egress_log(config, args.id)
+        return 0
     print_log(config, args.id, follow=args.follow, raw=args.raw)
     return 0
 

@@ -13,8 +13,11 @@ whose internal networks and DNS were not tried here); they stay Docker's until i
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ from typing import Any
 import pip
 import pytest
 
+from sandbox.cli.inventory import print_egress_log
 from sandbox.egress import names
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest
@@ -76,7 +80,7 @@ def test_the_allowed_host_answers_curl_urllib_and_pip(
     urllib = run(
         egress_manager,
         allowed,
-        "python3 -c \"import urllib.request as u; "
+        'python3 -c "import urllib.request as u; '
         "print(u.urlopen('http://allowed.test/').read().decode(), end='')\"",
     )
     assert urllib.output == PAGE
@@ -240,3 +244,55 @@ def test_the_proxy_and_its_network_go_with_the_last_server(
     managed = {"label": [f"sandbox.owner={owner}"]}
     assert docker_client.containers.list(all=True, filters=managed) == []
     assert docker_client.networks.list(filters=managed) == []
+
+
+def test_sandbox_logs_egress_prints_each_decision(
+    egress_manager: SessionManager, allowed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(egress_manager, allowed, f"{CURL} http://allowed.test/ http://denied.test/")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        info = egress_manager.info(allowed).egress
+        assert info is not None
+        if any(d.host == "denied.test" for d in info.recent[-2:]):
+            break
+        time.sleep(0.1)
+    print_egress_log(egress_manager.config, allowed)
+    table = capsys.readouterr().out
+    assert "allowed.test:80" in table
+    assert "DENIED" in table
+    assert "denied.test:80" in table
+
+
+def test_sandbox_run_allow_reaches_only_that_host(outside: Outside, allowed_root: Path) -> None:
+    owner = f"{RUN_OWNER}-run"
+    env = {
+        **os.environ,
+        "SANDBOX_OWNER": owner,
+        "SANDBOX_STATE_DIR": str(allowed_root / ".state-run"),
+        "SANDBOX_EGRESS_NETWORK": outside.network,
+    }
+    command = f"{CURL} http://allowed.test/ && {CURL} -o /dev/null -w '%{{http_code}}' http://denied.test/"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox",
+            "run",
+            "--project",
+            str(make_project("run")),
+            "--allow",
+            "allowed.test",
+            "--",
+            "sh",
+            "-c",
+            command,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == PAGE + "403"
