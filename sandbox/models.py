@@ -106,8 +106,9 @@ class EgressSummary(_Model):
     """A session's egress: its allow-list, its proxy and what the proxy decided."""
 
     allow: list[str]
-    proxy: str = Field(description="The proxy's address (the session's HTTP(S)_PROXY, less "
-                       "its credentials).")
+    proxy: str = Field(
+        description="The proxy's address (the session's HTTP(S)_PROXY, less its credentials)."
+    )
     allowed: int = 0
     denied: int = 0
     recent: list[EgressDecision] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from sandbox.backends.base import EngineDescription
 from sandbox.config import SESSION_HOME, SandboxConfig, env_var
+from sandbox.egress.health import egress_health
 from sandbox.errors import SandboxError
 from sandbox.models import CreateRequest
 from sandbox.session.image import DEFAULT_IMAGE
@@ -160,6 +161,8 @@ def run_checks(
                 else f"Build or load {image} on this engine, or unset SANDBOX_IMAGE."
             )
             yield Check("session image", "FAIL", f"{image} is not on the engine", fix)
+    for finding in egress_health(backend, config):
+        yield Check(finding.name, finding.status, finding.detail, finding.fix, finding.required)
     if not present:
         yield Check("resource limits", "skip", "needs the session image")
         return

@@ -190,12 +190,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("doctor", "check the engine, image, limits and permissions (ok/FAIL with the fix)")
     image = add("image", "manage the session image")
     image_sub = image.add_subparsers(dest="image_cmd", metavar="ACTION", parser_class=_Parser)
-    image_sub.add_parser(
+    build = image_sub.add_parser(
         "build",
         help="build the packaged session image (progress shown)",
         description="Build the packaged session image (progress shown).",
         epilog=EXAMPLES["image"],
         formatter_class=fmt,
+    )
+    build.add_argument(
+        "--egress",
+        action="store_true",
+        help="build the egress proxy's image instead (built on first use otherwise)",
     )
     add("mcp", "MCP server on stdio (what an agent's MCP config launches)")
     serve = add("serve", "MCP server on streamable HTTP at /mcp")

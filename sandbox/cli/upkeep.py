@@ -121,5 +121,10 @@ def image_verb(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from sandbox.backends import connect
     from sandbox.session.image import build_session_image
 
+    if getattr(args, "egress", False):
+        from sandbox.egress.proxy import build_image
+
+        build_image(connect(), stderr_line)
+        return 0
     build_session_image(connect(), stderr_line)
     return 0

@@ -175,6 +175,14 @@ class EgressProxy:
             workdir="/",
         )
 
+    def in_use(self) -> bool:
+        """Whether a session container is on the proxy's network."""
+        control = require_networks(self.backend)
+        state = control.network(self.network)
+        proxy = self.find()
+        users = set(state.containers if state is not None else ()) - {proxy.id if proxy else ""}
+        return bool(users)
+
     # -- ending -------------------------------------------------------------------------------
     def retire(self) -> bool:
         """Remove the proxy and its network when no session container is on the network any

@@ -115,6 +115,9 @@ class Egress:
                 return False
             if self.proxy.running():
                 return True
+            if not self.proxy.in_use():  # removed by gc: its sessions are gone too
+                self._follower, self._cid = None, None
+                return False
             log.warning("egress proxy %s stopped: starting it again", self.proxy.name)
             self._cid = self.proxy.ensure()
             self.proxy.push(self._cid, self._sessions)

@@ -26,6 +26,7 @@ from typing import Any
 import pip
 import pytest
 
+from sandbox.cli.doctor import run_checks
 from sandbox.cli.inventory import print_egress_log
 from sandbox.egress import names
 from sandbox.errors import InvalidArgumentError
@@ -118,8 +119,11 @@ def test_a_denied_host_is_refused_with_its_name_and_how_to_ask_and_logged(
     assert {d.port for d in refused} >= {80, 443}
     assert all(d.status == 403 for d in refused)
     assert info.egress_allow == ["allowed.test"]
-    notices = run(egress_manager, allowed, "true").notices  # refusals seen: reported once
-    assert any("denied.test:80" in n and "session_update" in n for n in notices), notices
+    # each refusal is told once, in the first execute that ends after the proxy logged it
+    notices = page.notices + tunnel.notices + run(egress_manager, allowed, "true").notices
+    for port in (80, 443):
+        told = [n for n in notices if f"denied.test:{port}" in n and "session_update" in n]
+        assert len(told) == 1, notices
     assert not run(egress_manager, allowed, "true").notices
     logged = egress_manager.session_dir(allowed) / "egress.jsonl"
     lines = [json.loads(line) for line in logged.read_text().splitlines()]
@@ -296,3 +300,37 @@ def test_sandbox_run_allow_reaches_only_that_host(outside: Outside, allowed_root
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == PAGE + "403"
+
+
+def test_gc_removes_a_proxy_no_session_uses_and_its_network(
+    outside: Outside, allowed_root: Path, docker_client: Any
+) -> None:
+    owner = f"{RUN_OWNER}-gc"
+    config = make_config(allowed_root, owner=owner, egress_network=outside.network)
+    first = SessionManager(config)
+    sid = create(first, ["allowed.test"])
+    docker_client.containers.get(first.get(sid).container_id).remove(force=True)
+    second = SessionManager(config)
+    try:
+        found = second.gc(dry_run=True, owner=owner)
+        assert [s.name for s in found] == [names.proxy_name(owner)]
+        second.gc(owner=owner)
+        managed = {"label": [f"sandbox.owner={owner}"]}
+        assert docker_client.containers.list(all=True, filters=managed) == []
+        assert docker_client.networks.list(filters=managed) == []
+    finally:
+        second.close()
+        first.close()
+
+
+def test_doctor_reports_the_proxy_and_a_missing_outside_network(outside: Outside) -> None:
+    env = {
+        **os.environ,
+        "SANDBOX_EGRESS_ALLOW": "allowed.test",
+        "SANDBOX_EGRESS_NETWORK": "sandbox-test-no-such-network",
+    }
+    checks = {c.name: c for c in run_checks(env)}
+    assert checks["egress network"].status == "FAIL"
+    assert "docker network create" in checks["egress network"].fix
+    assert checks["egress proxy"].status == "ok"
+    assert "allowed.test" in checks["egress proxy"].detail
