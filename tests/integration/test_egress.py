@@ -101,6 +101,7 @@ def test_the_allowed_host_answers_curl_urllib_and_pip(
 def test_a_denied_host_is_refused_with_its_name_and_how_to_ask_and_logged(
     egress_manager: SessionManager, allowed: str
 ) -> None:
+    assert run(egress_manager, allowed, f"{CURL} http://allowed.test/").output == PAGE
     page = run(egress_manager, allowed, f"{CURL} http://denied.test/")
     assert "denied.test" in page.output
     assert "not on this session's allow-list" in page.output
