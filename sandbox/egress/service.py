@@ -9,6 +9,7 @@ are refused, never let through another way (their network has no route out).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -40,6 +41,7 @@ class Egress:
         self.backend = backend
         self.proxy = EgressProxy(config, backend, f"server-{instance_id}", on_build_line)
         self.journal = EgressJournal(session_dir)
+        self._session_dir = session_dir
         self._sessions: dict[str, tuple[str, tuple[str, ...]]] = {}  # id -> secret, allow
         self._lock = threading.RLock()
         self._cid: str | None = None
@@ -47,9 +49,11 @@ class Egress:
         self._closed = False
 
     # -- sessions -----------------------------------------------------------------------------
-    def register(self, session_id: str, secret: str, allow: list[str]) -> None:
-        """Let ``session_id`` (with ``secret``) reach ``allow``; starts the proxy if needed."""
+    def register(self, session_id: str, secret: str, allow: list[str]) -> list[str]:
+        """Let ``session_id`` (with ``secret``) reach ``allow``, or the list a live change
+        gave it before a server restart; starts the proxy if needed. Returns the list."""
         require_networks(self.backend)
+        allow = self._saved(session_id) or allow
         with self._lock:
             self._sessions[session_id] = (secret, tuple(canonical(allow)))
             self.journal.track(session_id)
@@ -59,6 +63,17 @@ class Egress:
                 self._sessions.pop(session_id, None)
                 self.journal.forget(session_id)
                 raise
+            return list(self._sessions[session_id][1])
+
+    def _saved_path(self, session_id: str) -> Path:
+        return self._session_dir(session_id) / "egress-allow.json"
+
+    def _saved(self, session_id: str) -> list[str] | None:
+        try:
+            saved = json.loads(self._saved_path(session_id).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return [str(p) for p in saved] if isinstance(saved, list) else None
 
     def update(self, session_id: str, allow: list[str]) -> list[str]:
         """Replace a registered session's allow-list, live; return the canonical list."""
@@ -70,7 +85,11 @@ class Egress:
             except BaseException:
                 self._sessions[session_id] = (secret, before)
                 raise
-            return list(self._sessions[session_id][1])
+            allow = list(self._sessions[session_id][1])
+        path = self._saved_path(session_id)  # the container's label keeps the first list
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(allow), encoding="utf-8")
+        return allow
 
     def forget(self, session_id: str) -> None:
         with self._lock:

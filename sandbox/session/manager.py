@@ -172,7 +172,9 @@ class SessionManager:
             session = self._session(spec, state.id)
             try:
                 if spec.egress is not None:
-                    self.egress.register(spec.session_id, spec.egress_secret, spec.egress)
+                    spec.egress = self.egress.register(
+                        spec.session_id, spec.egress_secret, spec.egress
+                    )
                 session.open_shell(adopt=True)
             except SandboxError as exc:
                 log.warning("could not reattach durable session %s: %s", spec.session_id, exc)

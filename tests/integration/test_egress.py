@@ -41,11 +41,23 @@ pytestmark = [pytest.mark.docker, pytest.mark.docker_only]
 CURL = "curl -sS -m 5"
 
 
+# Owners of the tests that run their own servers: whatever a failing one leaves is removed.
+OWNERS = {suffix: f"{RUN_OWNER}-{suffix}" for suffix in ("solo", "run", "gc", "durable")}
+
+
 @pytest.fixture(scope="module")
 def outside(docker_client: Any, allowed_root: Path) -> Iterator[Outside]:
     name = f"sandbox-test-outside-{secrets.token_hex(3)}"
     site = start_outside(docker_client, RUN_OWNER, allowed_root / name, name)
     yield site
+    for owner in OWNERS.values():
+        mine = {"label": [f"sandbox.owner={owner}"]}
+        for container in docker_client.containers.list(all=True, filters=mine):
+            container.remove(force=True, v=True)
+        for network in docker_client.networks.list(filters=mine):
+            network.remove()
+        for volume in docker_client.volumes.list(filters=mine):
+            volume.remove(force=True)
     site.close()
 
 
@@ -231,7 +243,7 @@ def test_a_killed_proxy_comes_back_and_is_never_bypassed(
 def test_the_proxy_and_its_network_go_with_the_last_server(
     outside: Outside, allowed_root: Path, docker_client: Any
 ) -> None:
-    owner = f"{RUN_OWNER}-solo"
+    owner = OWNERS["solo"]
     mgr = SessionManager(make_config(allowed_root, owner=owner, egress_network=outside.network))
     try:
         sid = create(mgr, ["allowed.test"])
@@ -270,7 +282,7 @@ def test_sandbox_logs_egress_prints_each_decision(
 
 
 def test_sandbox_run_allow_reaches_only_that_host(outside: Outside, allowed_root: Path) -> None:
-    owner = f"{RUN_OWNER}-run"
+    owner = OWNERS["run"]
     env = {
         **os.environ,
         "SANDBOX_OWNER": owner,
@@ -306,7 +318,7 @@ def test_sandbox_run_allow_reaches_only_that_host(outside: Outside, allowed_root
 def test_gc_removes_a_proxy_no_session_uses_and_its_network(
     outside: Outside, allowed_root: Path, docker_client: Any
 ) -> None:
-    owner = f"{RUN_OWNER}-gc"
+    owner = OWNERS["gc"]
     config = make_config(allowed_root, owner=owner, egress_network=outside.network)
     first = SessionManager(config)
     sid = create(first, ["allowed.test"])
@@ -335,3 +347,36 @@ def test_doctor_reports_the_proxy_and_a_missing_outside_network(outside: Outside
     assert "docker network create" in checks["egress network"].fix
     assert checks["egress proxy"].status == "ok"
     assert "allowed.test" in checks["egress proxy"].detail
+
+
+def test_a_durable_sessions_proxy_survives_a_server_restart(
+    outside: Outside, allowed_root: Path, docker_client: Any
+) -> None:
+    owner = OWNERS["durable"]
+    config = make_config(allowed_root, owner=owner, egress_network=outside.network)
+    first = SessionManager(config)
+    try:
+        created = first.create(
+            CreateRequest(
+                project_path=str(make_project("durable")), network=["allowed.test"], durable=True
+            )
+        )
+        sid = created.session_id
+        assert run(first, sid, f"{CURL} http://allowed.test/").output == PAGE
+        first.update_network(sid, ["allowed.test", "*.later.test"])  # kept across the restart
+    finally:
+        first.close()
+    assert docker_client.containers.get(names.proxy_name(owner)).status == "running"
+    second = SessionManager(config)
+    try:
+        assert second.adopt_durable() == [sid]
+        assert sorted(second.info(sid).egress_allow or []) == ["*.later.test", "allowed.test"]
+        assert run(second, sid, f"{CURL} http://allowed.test/").output == PAGE
+        code = f"{CURL} -o /dev/null -w '%{{http_code}}' http://denied.test/"
+        assert run(second, sid, code).output == "403"
+        second.destroy(sid, force=True)
+    finally:
+        second.close()
+    managed = {"label": [f"sandbox.owner={owner}"]}
+    assert docker_client.containers.list(all=True, filters=managed) == []
+    assert docker_client.networks.list(filters=managed) == []
