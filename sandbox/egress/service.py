@@ -142,17 +142,19 @@ class Egress:
             self.proxy.push(self._cid, self._sessions)
             return True
 
-    def close(self) -> None:
-        """At server exit: stop following, drop this server's policy, and remove proxy and
-        network when no session is left on it (durable ones keep them for the next server)."""
+    def close(self, keep: set[str] | None = None) -> None:
+        """At server exit: stop following, drop this server's policy but for the sessions in
+        ``keep`` (durable ones, which go on working until the next server adopts them), and
+        remove proxy and network when no session is left on them."""
         with self._lock:
             self._closed = True
             if self._follower is not None:
                 self._follower.stop()
             if self._cid is None:
                 return
+            kept = {sid: entry for sid, entry in self._sessions.items() if sid in (keep or ())}
             try:
-                self.proxy.push(self._cid, {})
+                self.proxy.push(self._cid, kept)
                 self.proxy.retire()
             except Exception as exc:
                 log.warning("could not retire the egress proxy: %s", exc)

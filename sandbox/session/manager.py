@@ -479,6 +479,7 @@ class SessionManager:
         self._stop_reaper.set()
         if self._pool is not None:
             self._pool.close()
+        durable = [s for s in self.sessions() if s.spec.durable]
         for session in self.sessions():
             if session.spec.durable:
                 session.detach()
@@ -487,7 +488,7 @@ class SessionManager:
                 self.destroy(session.id, force=True)
         with self._lock:
             self._sessions.clear()
-        self.egress.close()
+        self.egress.close(keep={s.id for s in durable})
         if self._owner_lock is not None:
             self._owner_lock.close()
             self._owner_lock = None

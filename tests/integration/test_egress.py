@@ -367,6 +367,11 @@ def test_a_durable_sessions_proxy_survives_a_server_restart(
     finally:
         first.close()
     assert docker_client.containers.get(names.proxy_name(owner)).status == "running"
+    between = docker_client.containers.get(created.container_id).exec_run(
+        ["sh", "-c", f"{CURL} -o /dev/null -w '%{{http_code}}' http://allowed.test/"],
+        user="1000",
+    )  # a person's `docker exec` gets the proxy variables too
+    assert between.output.decode() == "200", between.output  # between servers: still works
     second = SessionManager(config)
     try:
         assert second.adopt_durable() == [sid]
