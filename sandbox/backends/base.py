@@ -42,6 +42,7 @@ class ContainerSpec:
     env: dict[str, str] = field(default_factory=dict)
     runtime: str | None = None
     workdir: str = "/workspace"
+    dns_options: tuple[str, ...] = ()  # resolv.conf options, e.g. ("timeout:1",)
 
 
 @dataclass(frozen=True)

@@ -319,6 +319,7 @@ class DockerBackend:
                 else None
             ),
             runtime=spec.runtime,
+            dns_opt=list(spec.dns_options) or None,
             auto_remove=False,
         )
         try:

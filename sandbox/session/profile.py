@@ -267,6 +267,8 @@ def container_spec(config: SandboxConfig, instance_id: str, spec: SessionSpec) -
         },
         workdir=WORKSPACE,
         runtime=spec.runtime,
+        # Behind the egress proxy no outside name resolves: fail in a second or two, not 20.
+        dns_options=("timeout:1", "attempts:1") if spec.egress is not None else (),
     )
 
 

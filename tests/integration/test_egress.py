@@ -169,7 +169,7 @@ def test_direct_addresses_other_ports_udp_and_outside_names_all_fail(
     )
     assert udp.exit_code != 0
     for name in ("allowed.test", "denied.test", "example.org"):
-        resolved = run(egress_manager, allowed, f"getent hosts {name}", timeout_s=40)
+        resolved = run(egress_manager, allowed, f"getent hosts {name}", timeout_s=20)
         assert resolved.exit_code != 0, resolved.output
 
 
