@@ -190,7 +190,7 @@ def test_the_stray_process_sweep_refuses_to_run_outside_a_sandbox_container() ->
     made harmless, it must refuse: PID 1 of a host is not the keepalive's uid."""
     import subprocess
 
-    from sandbox.session.control import SWEEP_SCRIPT
+    from sandbox.shell.sweep import SWEEP_SCRIPT
 
     script = (
         SWEEP_SCRIPT.replace("@KEEPALIVE@", "65534")
