@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from sandbox.errors import SandboxError, SessionNotFoundError
 from sandbox.session.output import OutputFn, OutputStreamer
@@ -29,9 +30,22 @@ LOST_QUIET_S = 0.3
 LIVENESS_EVERY_S = 2.0
 
 
+class ExecKeywords(TypedDict, total=False):
+    """The optional keywords of ``Session.execute`` and ``SessionManager.execute`` (their
+    defaults are ``ExecOptions``'s)."""
+
+    idle_timeout_s: float | None
+    background: bool
+    max_lines: int
+    strip_ansi: bool
+    progress: ProgressFn | None
+    cancel: threading.Event | None
+    on_output: OutputFn | None
+
+
 @dataclass(frozen=True)
 class ExecOptions:
-    """How one ``execute`` runs (the keywords of ``Session.execute``)."""
+    """How one ``execute`` runs: its timeout and ``ExecKeywords``."""
 
     timeout_s: float
     idle_timeout_s: float | None = None

@@ -10,17 +10,14 @@ of a server that is gone.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import logging
-import os
 import secrets
 import shlex
 import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import Unpack
 
 from sandbox.backends.base import Backend, ContainerState
 from sandbox.config import (
@@ -64,7 +61,8 @@ from sandbox.session.profile import (
     volume_name,
 )
 from sandbox.session.profile import blueprint as make_blueprint
-from sandbox.session.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
+from sandbox.session.server_locks import ServerLocks
+from sandbox.session.session import ExecKeywords, Session, SessionSpec, now_iso
 from sandbox.shell.durable import attach_command as durable_attach_command
 from sandbox.version import __version__
 
@@ -94,9 +92,8 @@ class SessionManager:
         self._reserved = 0
         self._lock = threading.Lock()
         self._closed = False
-        self._server_lock: IO[str] | None = None
-        self._owner_lock: IO[str] | None = None
-        self._take_server_lock()
+        self.locks = ServerLocks(config.state_dir / "servers", self.instance_id, config.owner)
+        self.locks.take_server_lock()
         self._pool: WarmPool | None = None
         if config.warm_pool > 0:
             self._pool = WarmPool(config.warm_pool, build=self._build, discard=self._discard)
@@ -105,54 +102,16 @@ class SessionManager:
             threading.Thread(target=self._reap, daemon=True, name="sandbox-reaper").start()
 
     # -- server identity -----------------------------------------------------------------
-    @property
-    def servers_dir(self) -> Path:
-        return self.config.state_dir / "servers"
-
-    def _take_server_lock(self) -> None:
-        self.servers_dir.mkdir(parents=True, exist_ok=True)
-        path = self.servers_dir / f"{self.instance_id}.lock"
-        handle = path.open("w")
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._server_lock = handle
-
     def server_alive(self, instance_id: str) -> bool | None:
         """True/False for servers that use our state dir; None when we cannot know."""
-        if instance_id == self.instance_id:
-            return True
-        path = self.servers_dir / f"{instance_id}.lock"
-        if not path.exists():
-            return None
-        with path.open("a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
-
-    def _take_owner_lock(self) -> bool:
-        """One server at a time adopts an owner's durable sessions."""
-        if self._owner_lock is not None:
-            return True
-        digest = hashlib.sha256(self.config.owner.encode()).hexdigest()[:16]
-        handle = (self.servers_dir / f"owner-{digest}.lock").open("a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            return False
-        self._owner_lock = handle
-        return True
+        return self.locks.alive(instance_id)
 
     def adopt_durable(self) -> list[str]:
         """Reattach to this owner's running durable sessions (after a server restart).
 
         Their shells, processes and logs are intact; the log continues at the same offsets,
         with what was printed while no server ran. Returns the adopted session ids."""
-        if not self._take_owner_lock():
+        if not self.locks.take_owner_lock():
             log.info("another server of owner %r holds its durable sessions", self.config.owner)
             return []
         labels = {LABEL_MANAGED: "true", LABEL_OWNER: self.config.owner, LABEL_DURABLE: "true"}
@@ -355,13 +314,7 @@ class SessionManager:
         project_path: str | None = None,
         name: str | None = None,
         timeout_s: float | None = None,
-        idle_timeout_s: float | None = None,
-        background: bool = False,
-        max_lines: int = 200,
-        strip_ansi: bool = True,
-        progress: ProgressFn | None = None,
-        cancel: threading.Event | None = None,
-        on_output: OutputFn | None = None,
+        **options: Unpack[ExecKeywords],
     ) -> ExecResult:
         """Run ``command`` in a session, or in ``project_path``'s session (created on demand)."""
         if session_id is None and project_path is None:
@@ -378,25 +331,16 @@ class SessionManager:
                 created = self.create(CreateRequest(project_path=project_path, name=name))
                 found = self.get(created.session_id)
             session = found
+        background = options.get("background", False)
         timeout = self._timeout(timeout_s, 5.0 if background else self.config.default_timeout_s)
-        idle = None
+        idle_timeout_s = options.get("idle_timeout_s")
         if idle_timeout_s is not None:
             if idle_timeout_s <= 0:
                 raise InvalidArgumentError("idle_timeout_s must be > 0", hint="e.g. 2")
-            idle = float(idle_timeout_s)
-        if max_lines < 0:
+            options["idle_timeout_s"] = float(idle_timeout_s)
+        if options.get("max_lines", 0) < 0:
             raise InvalidArgumentError("max_lines must be >= 0", hint="e.g. 200")
-        return session.execute(
-            command,
-            timeout_s=timeout,
-            idle_timeout_s=idle,
-            background=background,
-            max_lines=max_lines,
-            strip_ansi=strip_ansi,
-            progress=progress,
-            cancel=cancel,
-            on_output=on_output,
-        )
+        return session.execute(command, timeout_s=timeout, **options)
 
     def _timeout(self, asked: float | None, default: float) -> float:
         if asked is None:
@@ -452,14 +396,7 @@ class SessionManager:
                 self.destroy(session.id, force=True)
         with self._lock:
             self._sessions.clear()
-        if self._owner_lock is not None:
-            self._owner_lock.close()
-            self._owner_lock = None
-        if self._server_lock is not None:
-            self._server_lock.close()
-            with contextlib.suppress(OSError):
-                (self.servers_dir / f"{self.instance_id}.lock").unlink()
-            self._server_lock = None
+        self.locks.release()
 
     def orphans(self, owner: str | None = None) -> list[ContainerState]:
         """Managed containers whose server is gone (or that have stopped); ``owner`` limits
@@ -503,8 +440,7 @@ class SessionManager:
                 shutil.rmtree(self.session_dir(sid), ignore_errors=True)
             server = state.labels.get(LABEL_SERVER)
             if server and self.server_alive(server) is False:
-                with contextlib.suppress(OSError):
-                    (self.servers_dir / f"{server}.lock").unlink()
+                self.locks.forget(server)
 
     # -- server info ---------------------------------------------------------------------------
     def server_info(self) -> ServerInfo:

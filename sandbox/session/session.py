@@ -14,8 +14,8 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 from pathlib import Path
+from typing import Unpack
 
 from sandbox.backends.base import Backend
 from sandbox.errors import SandboxError
@@ -30,7 +30,7 @@ from sandbox.models import (
     Usage,
 )
 from sandbox.session.command_runner import CommandRunner
-from sandbox.session.command_wait import ExecOptions, ProgressFn
+from sandbox.session.command_wait import ExecKeywords, ExecOptions, ProgressFn
 from sandbox.session.display import Display
 from sandbox.session.output import OutputFn
 from sandbox.session.process_control import ProcessControl
@@ -42,7 +42,7 @@ from sandbox.session.terminal_view import TerminalView
 from sandbox.terminal.rawlog import RawLog
 from sandbox.terminal.recording import CastRecorder
 
-__all__ = ["OutputFn", "ProgressFn", "Session", "SessionSpec", "now_iso"]
+__all__ = ["ExecKeywords", "OutputFn", "ProgressFn", "Session", "SessionSpec", "now_iso"]
 
 
 class Session:
@@ -157,35 +157,15 @@ class Session:
 
     # -- what it does ----------------------------------------------------------------------
     def execute(
-        self,
-        command: str,
-        *,
-        timeout_s: float,
-        idle_timeout_s: float | None = None,
-        background: bool = False,
-        max_lines: int = 200,
-        strip_ansi: bool = True,
-        progress: ProgressFn | None = None,
-        cancel: threading.Event | None = None,
-        on_output: OutputFn | None = None,
+        self, command: str, *, timeout_s: float, **options: Unpack[ExecKeywords]
     ) -> ExecResult:
         """Run ``command`` in the shell and return exactly what it printed and its exit code.
 
         ``on_output`` receives the command's raw bytes as they arrive (for live streaming);
         ``progress`` gets (elapsed seconds, latest output line) about once a second; setting
-        ``cancel`` stops the command with the escalation ladder.
+        ``cancel`` stops the command with the escalation ladder (``ExecKeywords``).
         """
-        options = ExecOptions(
-            timeout_s=timeout_s,
-            idle_timeout_s=idle_timeout_s,
-            background=background,
-            max_lines=max_lines,
-            strip_ansi=strip_ansi,
-            progress=progress,
-            cancel=cancel,
-            on_output=on_output,
-        )
-        return self.runner.execute(command, options)
+        return self.runner.execute(command, ExecOptions(timeout_s=timeout_s, **options))
 
     def signal(self, sig: str = "INT", *, escalate_: bool = True) -> SignalResult:
         return self.control.signal(sig, escalate_=escalate_)
