@@ -7,5 +7,7 @@ mounts, the shell's user); ``paths`` decides which project directories may be mo
 ``terminal_view`` (send, read, resize), ``process_control`` (signals, the ladder, the probe),
 ``recovery`` (respawn, reset), ``command_runner`` (execute; with ``output`` and ``notices``),
 ``spec`` (what it was created with) and ``read_budget``; ``manager`` owns sessions: create,
-find, destroy, adopt durable ones, collect garbage; ``pool`` keeps warm sessions ready.
+find, destroy, adopt durable ones, collect garbage, with ``factory`` (build and remove one
+session's container) and ``server_locks`` (which servers are alive); ``pool`` keeps warm
+sessions ready.
 """
