@@ -65,6 +65,7 @@ class Session:
         self.backend = backend
         self.container_id = container_id
         self.log = RawLog(log_path, max_bytes=log_max_bytes)
+        self.execute_max_bytes = execute_max_bytes  # of the log read into one result
         recording = None
         if record:
             recording = CastRecorder(
