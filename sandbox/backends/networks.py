@@ -2,7 +2,7 @@
 
 Networks here are ordinary bridge networks; an ``internal`` one has no route out of the
 engine, which is what makes an allow-list session's only way out its proxy. Errors are
-translated by ``sandbox.backends.docker.translate``, as every other engine call.
+translated by ``sandbox.backends.docker_errors.translate``, as every other engine call.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import docker.errors
 
 from sandbox.backends.base import NetworkState
-from sandbox.backends.docker import translate
+from sandbox.backends.docker_errors import translate
 
 if TYPE_CHECKING:
     import docker
