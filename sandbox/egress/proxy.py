@@ -96,9 +96,7 @@ class EgressProxy:
             )
             state = self.find()
             if state is None:
-                cid = self.backend.create(self._spec())
-                control.connect(cid, self.config.egress_network)
-                log.info("egress proxy %s started", self.name)
+                cid = self._create(control)
             else:
                 cid = state.id
                 if not state.running:
@@ -106,6 +104,18 @@ class EgressProxy:
                     log.warning("egress proxy %s was %s: restarted", self.name, state.status)
             self._wait_ready(cid)
             return cid
+
+    def _create(self, control: NetworkControl) -> str:
+        try:
+            cid = self.backend.create(self._spec())
+        except SandboxError:
+            raced = self.find()  # another server of the owner created it meanwhile
+            if raced is None:
+                raise
+            return raced.id
+        control.connect(cid, self.config.egress_network)
+        log.info("egress proxy %s started", self.name)
+        return cid
 
     def running(self) -> bool:
         state = self.find()
