@@ -48,15 +48,6 @@ class DockerNetworks:
         except Exception as exc:
             raise translate(exc, what=f"removing network {name}") from exc
 
-    def list_networks(self, labels: dict[str, str]) -> list[NetworkState]:
-        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
-        try:
-            found = self._api.networks(filters=filters)
-        except Exception as exc:
-            raise translate(exc, what="listing networks") from exc
-        states = [self.network(str(n["Name"])) for n in found]
-        return [s for s in states if s is not None]
-
     def network(self, name: str) -> NetworkState | None:
         try:
             data: dict[str, Any] = self._api.inspect_network(name)

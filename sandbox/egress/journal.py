@@ -97,7 +97,7 @@ class EgressJournal:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(asdict_decision(decision)) + "\n")
+                handle.write(decision.model_dump_json() + "\n")
         except OSError as exc:
             log.warning("could not write the egress log of session %s: %s", sid, exc)
         return True
@@ -115,10 +115,6 @@ class EgressJournal:
         """The denials not reported yet (each is reported once, in an execute's notices)."""
         with self._lock:
             return self._unreported.pop(session_id, [])
-
-
-def asdict_decision(decision: EgressDecision) -> dict[str, object]:
-    return decision.model_dump()
 
 
 def read_file(path: Path) -> Iterator[EgressDecision]:

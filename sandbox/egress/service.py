@@ -18,7 +18,7 @@ from pathlib import Path
 from sandbox.backends.base import Backend, ContainerState
 from sandbox.config import SandboxConfig
 from sandbox.egress import names
-from sandbox.egress.journal import EgressJournal, Entry, LogFollower
+from sandbox.egress.journal import EgressJournal, LogFollower
 from sandbox.egress.policy import canonical
 from sandbox.egress.proxy import EgressProxy, require_networks, stale
 from sandbox.models import EgressDecision, EgressStatus, EgressSummary
@@ -119,11 +119,8 @@ class Egress:
             control = require_networks(self.backend)
             cid = self._cid
             self._follower = LogFollower(
-                lambda since: control.follow_logs(cid, since), self._record, self._revive
+                lambda since: control.follow_logs(cid, since), self.journal.record, self._revive
             )
-
-    def _record(self, entry: Entry) -> None:
-        self.journal.record(entry)
 
     def _revive(self) -> bool:
         """The proxy's log ended: start it again (with the policy) while sessions need it.
