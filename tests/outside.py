@@ -1,9 +1,10 @@
-""" "The outside" for egress tests, made local: a web server on an ordinary engine network.
+"""The outside, made local for the egress tests: a web server on an ordinary engine network.
 
 The server (the session image running Python's http.server as root) answers on ports 80 and
-8080 under two network aliases, ``allowed.test`` and ``denied.test``, serves a tiny package
-index at ``/simple/`` (one wheel, ``demo-pkg``), and echoes UDP on port 9999. Everything carries
-the managed label and the given owner, and is removed by ``close``.
+8080, and with TLS on 443 (a self-signed certificate made at start), under two network
+aliases, ``allowed.test`` and ``denied.test``; it serves a tiny package index at ``/simple/``
+(one wheel, ``demo-pkg``) and echoes UDP on port 9999. Everything carries the managed label
+and the given owner, and is removed by ``close``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ ALIASES = ("allowed.test", "denied.test")
 PAGE = "hello from outside\n"
 WHEEL = "demo_pkg-1.0-py3-none-any.whl"
 _SERVE = """
-import http.server, socketserver, threading, socket
+import http.server, socketserver, threading, socket, ssl
 def udp():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 9999))
     while True:
@@ -33,8 +34,20 @@ threading.Thread(target=udp, daemon=True).start()
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer): daemon_threads = True
 handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory="/srv")
 threading.Thread(target=Server(("0.0.0.0", 8080), handler).serve_forever, daemon=True).start()
+tls = Server(("0.0.0.0", 443), handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain("/tmp/cert.pem", "/tmp/key.pem")
+tls.socket = context.wrap_socket(tls.socket, server_side=True)
+threading.Thread(target=tls.serve_forever, daemon=True).start()
 Server(("0.0.0.0", 80), handler).serve_forever()
 """
+# A self-signed certificate made at start: the session must see exactly this one through the
+# proxy (it tunnels TLS, never terminates it).
+_CERT = (
+    "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=allowed.test "
+    "-addext subjectAltName=DNS:allowed.test,DNS:denied.test "
+    "-keyout /tmp/key.pem -out /tmp/cert.pem 2>/dev/null"
+)
 
 
 @dataclass
@@ -49,6 +62,13 @@ class Outside:
         self.container.reload()
         return str(self.container.attrs["NetworkSettings"]["Networks"][self.network]["IPAddress"])
 
+    def certificate_sha256(self) -> str:
+        """The fingerprint of the server's own TLS certificate."""
+        done = self.container.exec_run(
+            ["sh", "-c", "openssl x509 -in /tmp/cert.pem -outform DER | sha256sum"]
+        )
+        return str(done.output.decode().split()[0])
+
     def close(self) -> None:
         self.container.remove(force=True)
         self.client.networks.get(self.network).remove()
@@ -62,7 +82,7 @@ def start_outside(client: Any, owner: str, root: Path, name: str, *, big_mb: int
     network = client.networks.create(name, driver="bridge", labels=labels)
     container = client.containers.create(
         "sandbox-session:latest",
-        ["python3", "-c", _SERVE],
+        ["sh", "-c", f'{_CERT} && exec python3 -c "$0"', _SERVE],
         name=name,
         labels=labels,
         user="0:0",

@@ -1,7 +1,8 @@
 """Egress allow-lists against a real engine, with "the outside" made local (tests/outside.py).
 
 A session allowed ``allowed.test`` reaches it with curl, Python's urllib and pip (through the
-proxy its variables name); everything else fails: ``denied.test`` (refused, with a message and
+proxy its variables name), and over HTTPS sees the server's own certificate (the proxy only
+tunnels TLS); everything else fails: ``denied.test`` (refused, with a message and
 a log entry), the web server's address directly, any port, UDP, outside names. Two sessions
 each get only their own hosts, a list changes live, and a proxy killed from outside comes back
 without ever being bypassed.
@@ -108,6 +109,35 @@ def test_the_allowed_host_answers_curl_urllib_and_pip(
     )
     assert download.exit_code == 0, download.output
     assert "demo_pkg-1.0-py3-none-any.whl" in download.output
+
+
+_PEER_CERT = """
+import base64, hashlib, http.client, os, ssl, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+unverified = ssl._create_unverified_context()
+conn = http.client.HTTPSConnection(proxy.hostname, proxy.port, context=unverified)
+auth = base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode()
+conn.set_tunnel("allowed.test", 443, {"Proxy-Authorization": "Basic " + auth})
+conn.request("GET", "/")
+seen = hashlib.sha256(conn.sock.getpeercert(binary_form=True)).hexdigest()
+print(seen, conn.getresponse().read().decode(), end="")
+"""
+
+
+def test_https_goes_through_a_tunnel_the_proxy_never_decrypts(
+    egress_manager: SessionManager, allowed: str, outside: Outside
+) -> None:
+    project = Path(egress_manager.get(allowed).spec.project_path)
+    (project / "peer_cert.py").write_text(_PEER_CERT)
+    assert run(egress_manager, allowed, f"{CURL} -k https://allowed.test/").output == PAGE
+    seen = run(egress_manager, allowed, "python3 /workspace/peer_cert.py")
+    assert seen.exit_code == 0, seen.output
+    fingerprint, body = seen.output.split(" ", 1)
+    assert body == PAGE
+    assert fingerprint == outside.certificate_sha256()  # the server's own certificate
+    refused = run(egress_manager, allowed, f"{CURL} -k https://denied.test/")
+    assert refused.exit_code != 0
+    assert "403" in refused.output
 
 
 def test_a_denied_host_is_refused_with_its_name_and_how_to_ask_and_logged(
