@@ -89,6 +89,7 @@ class CommandsMixin(RecoveryMixin):
             raise InvalidArgumentError("command is empty", hint="Pass the shell command to run.")
         if "\x00" in command:
             raise InvalidArgumentError("command contains a NUL byte", hint="Remove it.")
+        self.takeover.check_agent_turn(self.id)
         self._touch()
         t0 = time.monotonic()
         if not self._acquire_turn(t0 + timeout_s, cancel):
@@ -151,7 +152,7 @@ class CommandsMixin(RecoveryMixin):
         on_output: OutputFn | None,
     ) -> ExecResult:
         resets_before = self.resets
-        notices: list[str] = []
+        notices: list[str] = self.takeover.notices()
         revived = self._revive_if_lost()
         if revived:
             notices.append(self.revived_notice)

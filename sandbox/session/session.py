@@ -34,6 +34,7 @@ from sandbox.session.commands import CommandsMixin, ProgressFn
 from sandbox.session.output import OutputFn
 from sandbox.session.read_budget import ReadBudget
 from sandbox.session.state import Pending, SessionSpec, now_iso
+from sandbox.session.takeover import Takeover
 from sandbox.session.views import ViewsMixin
 from sandbox.shell import durable
 from sandbox.shell.markers import (
@@ -93,6 +94,7 @@ class Session(ViewsMixin, CommandsMixin):
                 cols=self.cols,
                 max_bytes=log_max_bytes,
             )
+        self.takeover = Takeover()
         self._activity_mono = time.monotonic()
         self._execute_max_bytes = execute_max_bytes
         self._unattended_rate = unattended_rate  # bytes/s drained while nobody waits (0: all)

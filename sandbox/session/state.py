@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from sandbox.backends.base import Backend, ExecChannel
 from sandbox.errors import SessionExitedError
 from sandbox.models import Limits
+from sandbox.session.takeover import Takeover
 from sandbox.terminal.rawlog import RawLog
 from sandbox.terminal.recording import CastRecorder
 from sandbox.terminal.stream import LazyScreen, StreamScanner
@@ -81,6 +82,7 @@ class SessionState:
     cols: int
     log: RawLog
     recording: CastRecorder | None
+    takeover: Takeover  # a person's hold on the terminal (the web view)
     last_activity_at: str
     resets: int
     _execute_max_bytes: int

@@ -47,6 +47,7 @@ class ViewsMixin(SessionState):
         view: str = "new",
     ) -> SendResult:
         channel = self._require_alive()
+        self.takeover.check_agent_turn(self.id)
         if text is None and not keys:
             raise InvalidArgumentError(
                 "send needs text or keys", hint='e.g. text="y\\n" or keys=["ctrl+c"]'
@@ -138,6 +139,7 @@ class ViewsMixin(SessionState):
             exit_code=exit_code,
             has_more=has_more,
             busy=busy,
+            notices=self.takeover.notices(),
         )
 
     def _content(
