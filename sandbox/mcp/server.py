@@ -239,13 +239,13 @@ class Tools:
     def client(self, ctx: ToolContext) -> str:
         return client_of(_headers(ctx), self.config.all_tokens)
 
-    def _visible(self, client: str, session_id: str) -> bool:
+    def visible(self, client: str, session_id: str) -> bool:
         owner = self._owners.get(session_id)
         return client == LOCAL_CLIENT or owner is None or owner == client
 
     def session(self, ctx: ToolContext, session_id: str) -> Session:
         """The session, if this client may use it (another token's is not found)."""
-        if not self._visible(self.client(ctx), session_id):
+        if not self.visible(self.client(ctx), session_id):
             raise SessionNotFoundError(
                 f"no session {session_id!r} on this server",
                 hint="Call session_list to see your sessions, or session_create to start one.",
@@ -285,7 +285,7 @@ class Tools:
     def _session_for_project(self, client: str, project_path: str, name: str | None) -> str:
         """``execute`` by project: this client's running session of it, or a new one."""
         found = self.manager.find_for_project(
-            project_path, name, lambda session_id: self._visible(client, session_id)
+            project_path, name, lambda session_id: self.visible(client, session_id)
         )
         if found is not None:
             return found.id
@@ -314,7 +314,7 @@ class Tools:
     async def session_list(self, args: NoInput, ctx: ToolContext) -> SessionList:
         listed = await self._run(self.manager.list_sessions)
         client = self.client(ctx)
-        mine = [s for s in listed.sessions if self._visible(client, s.session_id)]
+        mine = [s for s in listed.sessions if self.visible(client, s.session_id)]
         return SessionList(sessions=mine, count=len(mine))
 
     async def session_info(self, args: SessionInput, ctx: ToolContext) -> SessionInfo:
@@ -461,14 +461,19 @@ class Tools:
         ]
 
 
-def build_server(config: SandboxConfig, manager: SessionManager | None = None) -> MCPServer[Any]:
-    """The MCP server for ``manager`` (created, and closed when the server stops, if omitted)."""
-    owned = manager is None
+def build_server(
+    config: SandboxConfig, manager: SessionManager | None = None, *, tools: Tools | None = None
+) -> MCPServer[Any]:
+    """The MCP server for ``manager`` (created, and closed when the server stops, if omitted),
+    or for ``tools`` (shared with the web view, which sees what they see)."""
+    owned = manager is None and tools is None
+    if tools is not None:
+        manager = tools.manager
     if manager is None:
         from sandbox.session.manager import SessionManager
 
         manager = SessionManager(config)
-    tools = Tools(config, manager)
+    tools = tools or Tools(config, manager)
     patches = {
         "execute": {
             "timeout_s": {
