@@ -97,8 +97,14 @@ def page(browser: Any, served: Served) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=served.base)
     opened = context.new_page()
     opened.set_default_timeout(20_000)
+    refused: list[str] = []
+    opened.on(
+        "console",
+        lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None,
+    )
     yield opened
     context.close()
+    assert refused == []  # the page and its libraries live within the CSP
 
 
 def sign_in(page: Any, token: str = TOKEN) -> None:
