@@ -47,11 +47,15 @@ def display_chunk(session: Session, start: int, max_bytes: int) -> tuple[bytes, 
     the offset the next page starts at (== ``start`` when nothing whole is there yet)."""
     size = session.log.size
     start = max(0, min(start, size))
-    stop = settled_end(session, start, min(size, start + max_bytes))
-    raw = session.log.read(start, stop)
-    whole = complete_prefix(raw)
-    if whole == 0 and raw:
-        return b"", start
+    while True:
+        stop = settled_end(session, start, min(size, start + max_bytes))
+        raw = session.log.read(start, stop)
+        whole = complete_prefix(raw)
+        if whole > 0 or not raw:
+            break
+        if stop < start + max_bytes:  # the rest of a sequence has not come yet
+            return b"", start
+        max_bytes *= 2  # one sequence is longer than a page: take it whole
     stop = start + whole
     shown = session._display_read(start, stop)
     return sanitize_terminal(shown), stop

@@ -44,11 +44,14 @@ def evil_project(allowed_root: Path) -> Iterator[Path]:
 
 
 def test_without_the_cookie_nothing_opens(served: Served, agent: Agent, web_project: Path) -> None:
-    sid = agent.call("session_create", project_path=str(web_project), name="no-cookie")["session_id"]
+    sid = agent.call("session_create", project_path=str(web_project), name="no-cookie")[
+        "session_id"
+    ]
     try:
         anon = httpx.Client(base_url=served.base, headers={"Origin": served.base}, timeout=30)
         page = anon.get("/ui/")
-        assert page.status_code == 303 and page.headers["location"] == "/ui/login"
+        assert page.status_code == 303
+        assert page.headers["location"] == "/ui/login"
         assert anon.get("/ui/api/sessions").status_code == 401
         assert anon.get(f"/ui/api/sessions/{sid}/stream").status_code == 401
         assert anon.get(f"/ui/api/sessions/{sid}/recording").status_code == 401
@@ -57,7 +60,8 @@ def test_without_the_cookie_nothing_opens(served: Served, agent: Agent, web_proj
         anon.cookies.set("sandbox_ui", TOKEN)
         assert anon.get("/ui/api/sessions").status_code == 401  # the token is not a cookie
         wrong = anon.post("/ui/login", data={"token": "not-the-token"})
-        assert wrong.status_code == 303 and wrong.headers["location"] == "/ui/login?failed=1"
+        assert wrong.status_code == 303
+        assert wrong.headers["location"] == "/ui/login?failed=1"
         assert "set-cookie" not in wrong.headers
     finally:
         agent.call("session_destroy", session_id=sid)
@@ -68,8 +72,11 @@ def test_the_cookie_is_httponly_strict_and_not_the_token(served: Served) -> None
         served.base + "/ui/login", data={"token": TOKEN}, headers={"Origin": served.base}
     )
     cookie = response.headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
-    assert TOKEN not in cookie and TOKEN not in response.headers["location"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert "Path=/ui" in cookie
+    assert TOKEN not in cookie
+    assert TOKEN not in response.headers["location"]
 
 
 def test_another_tokens_sessions_are_invisible(
@@ -84,7 +91,9 @@ def test_another_tokens_sessions_are_invisible(
         assert mine.get(f"/ui/api/sessions/{sid}/stream").status_code == 404
         assert mine.get(f"/ui/api/sessions/{sid}/recording").status_code == 404
         assert mine.post(f"/ui/api/sessions/{sid}/takeover", json={"hold": True}).status_code == 404
-        assert mine.post(f"/ui/api/sessions/{sid}/signal", json={"signal": "KILL"}).status_code == 404
+        assert (
+            mine.post(f"/ui/api/sessions/{sid}/signal", json={"signal": "KILL"}).status_code == 404
+        )
         owner = signed_in_client(served, OTHER)
         assert sid in [r["session_id"] for r in owner.get("/ui/api/sessions").json()["sessions"]]
     finally:

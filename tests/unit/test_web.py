@@ -1,0 +1,164 @@
+"""The web view on the fake backend: take over and its notice, the terminal as a person sees it
+(pages that join up, no protocol lines), the replayed recording, and the HTTP app's sign-in,
+per-token visibility and checks (in-process, with Starlette's test client)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from sandbox.backends.fake import FakeBackend
+from sandbox.config import SandboxConfig
+from sandbox.errors import SessionBusyError
+from sandbox.mcp.http import build_app
+from sandbox.mcp.server import Tools, build_server
+from sandbox.models import CreateRequest
+from sandbox.session.display import display_chunk
+from sandbox.session.manager import SessionManager
+from sandbox.session.session import Session
+from sandbox.web.terminal import replay_cast
+
+TOKEN, OTHER = "a" * 32, "b" * 32
+BASE = "http://127.0.0.1:8765"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "proj").mkdir()
+    return tmp_path
+
+
+@pytest.fixture
+def config(root: Path) -> SandboxConfig:
+    return SandboxConfig(
+        state_dir=root / "state", allowed_roots=(root,), token=TOKEN, tokens=(OTHER,), web=True
+    )
+
+
+@pytest.fixture
+def manager(config: SandboxConfig) -> Iterator[SessionManager]:
+    mgr = SessionManager(config, FakeBackend())
+    yield mgr
+    mgr.close()
+
+
+@pytest.fixture
+def session(manager: SessionManager, root: Path) -> Session:
+    created = manager.create(CreateRequest(project_path=str(root / "proj")))
+    return manager.get(created.session_id)
+
+
+@pytest.fixture
+def tools(config: SandboxConfig, manager: SessionManager) -> Tools:
+    return Tools(config, manager)
+
+
+@pytest.fixture
+def web(config: SandboxConfig, tools: Tools) -> TestClient:
+    app = build_app(build_server(config, tools=tools), config, "127.0.0.1", 8765, tools)
+    return TestClient(app, base_url=BASE, headers={"Origin": BASE}, follow_redirects=False)
+
+
+def sign_in(web: TestClient, token: str = TOKEN) -> None:
+    response = web.post("/ui/login", data={"token": token})
+    assert response.status_code == 303
+    assert response.headers["location"] == "/ui/"
+
+
+def test_a_person_holding_the_terminal_keeps_the_agent_out_and_is_reported_once(
+    session: Session,
+) -> None:
+    session.takeover.take("someone")
+    with pytest.raises(SessionBusyError, match="person"):
+        session.execute("true", timeout_s=5)
+    with pytest.raises(SessionBusyError):
+        session.send(text="x")
+    session.write_raw(b"cd /\r")
+    session.takeover.typed("cd /\r")
+    assert "still hold" in session.read(view="new", idle_ms=200, timeout_ms=2000).notices[0]
+    session.takeover.typed("echo hi\x03")
+    session.takeover.release()
+    result = session.execute("pwd", timeout_s=5)
+    assert result.output == "/\n"  # what the person did took effect
+    assert len(result.notices) == 1
+    assert "'echo hi^C'" in result.notices[0]
+    assert session.execute("true", timeout_s=5).notices == []
+
+
+def test_the_terminal_pages_join_up_and_show_commands_not_protocol_lines(
+    session: Session,
+) -> None:
+    session.execute("printf 'caf\\xc3\\xa9 \\033[1mbold\\033[0m\\n'; echo done", timeout_s=5)
+    whole, end = display_chunk(session, 0, 1 << 20)
+    assert end == session.log.size
+    assert b"__sb_s" not in whole
+    assert b"echo done" in whole
+    assert "café".encode() in whole
+    pages, offset = [], 0
+    while offset < end:
+        page, offset = display_chunk(session, offset, 7)
+        pages.append(page)
+    assert b"".join(pages) == whole
+
+
+def test_the_replayed_recording_shows_commands_not_protocol_lines(session: Session) -> None:
+    session.execute("echo replayed", timeout_s=5)
+    cast = replay_cast(session)
+    assert cast is not None
+    header, *events = [json.loads(line) for line in cast.splitlines()]
+    assert header["version"] == 2
+    shown = "".join(e[2] for e in events if e[1] == "o")
+    assert "echo replayed" in shown
+    assert "__sb_s" not in shown
+
+
+def test_sign_in_sets_a_strict_cookie_and_shows_only_this_tokens_sessions(
+    web: TestClient, tools: Tools, root: Path
+) -> None:
+    assert web.get("/ui/api/sessions").status_code == 401
+    assert web.get("/ui/").headers["location"] == "/ui/login"
+    wrong = web.post("/ui/login", data={"token": "nope"})
+    assert wrong.headers["location"] == "/ui/login?failed=1"
+    mine = tools.manager.create(CreateRequest(project_path=str(root / "proj"), name="mine"))
+    tools._owners[mine.session_id] = "token-other"  # as if OTHER's agent created it
+    response = web.post("/ui/login", data={"token": TOKEN})
+    cookie = response.headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert TOKEN not in cookie
+    assert web.get("/ui/api/sessions").json()["sessions"] == []
+    assert (
+        web.post(f"/ui/api/sessions/{mine.session_id}/signal", json={"signal": "INT"}).status_code
+        == 404
+    )
+
+
+def test_typing_needs_the_hold_and_an_allowed_origin(web: TestClient, session: Session) -> None:
+    sign_in(web)
+    url = f"/ui/api/sessions/{session.id}"
+    assert web.post(url + "/input", json={"data": "ls\r"}).json()["error"]["code"] == "NOT_HELD"
+    assert (
+        web.post(
+            url + "/takeover", json={"hold": True}, headers={"Origin": "http://x.example"}
+        ).status_code
+        == 403
+    )
+    assert web.post(url + "/takeover", json={"hold": True}).json() == {"held": True}
+    assert web.post(url + "/input", json={"data": "echo typed\r"}).status_code == 200
+    assert web.post(url + "/signal", json={"signal": "STOP"}).status_code == 400
+    assert web.post(url + "/takeover", json={"hold": False}).json() == {"held": False}
+    notices = session.read(view="new", idle_ms=200, timeout_ms=2000).notices
+    assert "echo typed" in notices[0]
+    web.post("/ui/logout")
+    assert web.get("/ui/api/sessions").status_code == 401
+
+
+def test_the_web_view_is_off_unless_asked(config: SandboxConfig, tools: Tools) -> None:
+    off = config.model_copy(update={"web": False})
+    app = build_app(build_server(off, tools=tools), off, "127.0.0.1", 8765, tools)
+    client = TestClient(app, base_url=BASE)
+    assert client.get("/ui/login").status_code == 404
