@@ -9,23 +9,19 @@ Every container carries this module's owner label and is removed by it.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import docker
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.config import LABEL_OWNER
+from tests.browser.agent import Agent
+from tests.browser.chromium import ARTIFACTS, chromium
 from tests.integration.conftest import *  # noqa: F403 (the engine fixtures)
 from tests.served import Served, start_server, stop_server
 
@@ -34,18 +30,6 @@ pytestmark = pytest.mark.docker
 OWNER = f"webtest-{secrets.token_hex(4)}"
 TOKEN = secrets.token_hex(16)
 OTHER = secrets.token_hex(16)
-CHROMIUM = os.environ.get("SANDBOX_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).with_name("artifacts")
 
 
 @pytest.fixture(scope="session")
@@ -81,15 +65,8 @@ def served(
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"no browser at {CHROMIUM}: apt-get install chromium (scripts/setup.sh does)")
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -123,34 +100,6 @@ def shot(page: Any, name: str) -> Path:
 
 def terminal_text(page: Any) -> str:
     return str(page.inner_text("#terminal .xterm-rows"))
-
-
-class Agent:
-    """An MCP client over HTTP with one token: what the person's agent does."""
-
-    def __init__(self, base: str, token: str) -> None:
-        self.url = base + "/mcp"
-        self.headers = {"Authorization": f"Bearer {token}"}
-
-    def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        async def go() -> dict[str, Any]:
-            async with (
-                httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30, read=120)) as h,
-                Client(streamable_http_client(self.url, http_client=h)) as client,
-            ):
-                with anyio.fail_after(90):
-                    result = await client.call_tool(tool, arguments)
-            text = result.content[0].text  # type: ignore[union-attr]
-            data: dict[str, Any] = json.loads(text)
-            return data
-
-        # Playwright's sync API runs an event loop in this thread: the client gets its own
-        results: list[dict[str, Any]] = []
-        worker = threading.Thread(target=lambda: results.append(anyio.run(go)))
-        worker.start()
-        worker.join()
-        assert results, f"{tool} failed (see the thread's exception above)"
-        return results[0]
 
 
 @pytest.fixture(scope="session")

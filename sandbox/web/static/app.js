@@ -184,7 +184,7 @@ function watch(from) {
   const row = current();
   if (!row) return;
   newTerminal(row);
-  note("");
+  note(state.held ? "" : "Watching live, read-only.");
   follow(from, true);
 }
 
@@ -212,6 +212,7 @@ function setHeld(held) {
     state.term.options.disableStdin = !held;
     if (held) state.term.focus();
   }
+  note(held ? "" : "Watching live, read-only.");
 }
 
 function type(data) {
