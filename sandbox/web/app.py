@@ -184,7 +184,7 @@ def routes(ctx: WebContext) -> list[Route | Mount]:
         return Response(cast, media_type="application/x-asciicast")
 
     async def act(request: Request) -> Response:
-        """POST takeover / input / signal on one session."""
+        """POST takeover / input / resize / signal on one session."""
         who, sid, action = client(request), request.path_params["sid"], request.path_params["act"]
         if who is None:
             return unauthorized()
@@ -225,17 +225,23 @@ async def _act(session: Any, who: str, action: str, body: dict[str, Any]) -> Res
             takeover.release()
             log.info("web view: %s released session %s", who, session.id)
         return JSONResponse({"held": takeover.holder is not None})
+    if action in ("input", "resize") and takeover.holder != who:
+        return security.refusal(
+            409,
+            "NOT_HELD",
+            "take over the session before typing into it or resizing it",
+            "Press Take over: the agent then waits until you release it.",
+        )
+    if action == "resize":
+        rows, cols = body.get("rows"), body.get("cols")
+        if not (isinstance(rows, int) and isinstance(cols, int)):
+            raise ValueError("rows and cols must be integers")
+        resized = await anyio.to_thread.run_sync(session.resize, rows, cols)
+        return JSONResponse(resized.model_dump(mode="json"))
     if action == "input":
         data = body.get("data")
         if not isinstance(data, str) or not data or len(data) > MAX_INPUT_CHARS:
             raise ValueError(f"data must be 1..{MAX_INPUT_CHARS} characters of text")
-        if takeover.holder != who:
-            return security.refusal(
-                409,
-                "NOT_HELD",
-                "take over the session before typing into it",
-                "Press Take over: the agent then waits until you release it.",
-            )
         await anyio.to_thread.run_sync(session.write_raw, data.encode("utf-8"))
         takeover.typed(data)
         return JSONResponse({"bytes_sent": len(data.encode("utf-8"))})

@@ -81,11 +81,15 @@ def test_a_person_signs_in_watches_replays_takes_over_and_signs_out(
         "() => document.querySelector('#terminal .xterm-rows').innerText.includes('done-42')"
     )
     shot(page, "4-taken-over")
+    held_size = agent.call("session_info", session_id=sid)
+    assert held_size["cols"] > 80  # the terminal took the size of the person's window
     refused = agent.call("execute", session_id=sid, command="true")
     assert refused["error"]["code"] == "SESSION_BUSY"
     assert "person" in refused["error"]["message"]
     page.click("#release")
     page.wait_for_selector("#banner", state="hidden")
+    info = agent.call("session_info", session_id=sid)
+    assert (info["rows"], info["cols"]) == (24, 80)  # and the agent's size came back
     after = agent.call("execute", session_id=sid, command="cat person.txt")
     assert after["output"].strip() == "typed-by-a-person"
     told = " ".join(after["notices"])

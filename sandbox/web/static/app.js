@@ -19,6 +19,7 @@ const state = {
   next: 0, // log offset of the next byte to draw
   held: false,
   typing: Promise.resolve(),
+  agentSize: null, // the session's size before a person took it over
   player: null,
 };
 
@@ -222,6 +223,23 @@ function type(data) {
   state.typing = state.typing.then(() => post(`${API}/${encodeURIComponent(id)}/input`, { data }));
 }
 
+async function fitToWindow(held) {
+  // while a person types, the session's terminal takes the size of their window; after, the
+  // agent's size comes back
+  const id = state.selected;
+  let size = state.agentSize;
+  if (held) {
+    const row = current();
+    state.agentSize = { rows: row.rows, cols: row.cols };
+    const proposed = state.fit.proposeDimensions();
+    if (!proposed || !proposed.rows || !proposed.cols) return;
+    size = { rows: Math.max(proposed.rows, 10), cols: Math.max(proposed.cols, 40) };
+  }
+  if (!size) return;
+  const done = await post(`${API}/${encodeURIComponent(id)}/resize`, size);
+  if (done && state.term) state.term.resize(done.cols, done.rows);
+}
+
 async function takeOver() {
   const dialog = $("confirm");
   dialog.returnValue = "";
@@ -231,7 +249,9 @@ async function takeOver() {
     async () => {
       if (dialog.returnValue !== "yes") return;
       const done = await post(`${API}/${encodeURIComponent(state.selected)}/takeover`, { hold: true });
-      if (done) setHeld(true);
+      if (!done) return;
+      setHeld(true);
+      await fitToWindow(true);
     },
     { once: true },
   );
@@ -240,6 +260,7 @@ async function takeOver() {
 async function release() {
   const id = state.selected;
   await state.typing;
+  await fitToWindow(false);
   setHeld(false);
   await post(`${API}/${encodeURIComponent(id)}/takeover`, { hold: false });
 }
