@@ -65,7 +65,7 @@ async def follow(
             yield event("page", payload)
             offset = nxt
             continue
-        if session.status != "running" and offset >= session.log.size:
+        if session.status != "running":  # and nothing more to show (a destroyed log reads empty)
             yield event("exit", {"next": offset})
             return
         if session.log.size > offset:  # held back: a command line is being framed

@@ -4,10 +4,12 @@ per-token visibility and checks (in-process, with Starlette's test client)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from starlette.testclient import TestClient
 
@@ -20,7 +22,7 @@ from sandbox.models import CreateRequest
 from sandbox.session.display import display_chunk
 from sandbox.session.manager import SessionManager
 from sandbox.session.session import Session
-from sandbox.web.terminal import replay_cast
+from sandbox.web.terminal import follow, replay_cast, start_offset
 
 TOKEN, OTHER = "a" * 32, "b" * 32
 BASE = "http://127.0.0.1:8765"
@@ -162,3 +164,29 @@ def test_the_web_view_is_off_unless_asked(config: SandboxConfig, tools: Tools) -
     app = build_app(build_server(off, tools=tools), off, "127.0.0.1", 8765, tools)
     client = TestClient(app, base_url=BASE)
     assert client.get("/ui/login").status_code == 404
+
+
+def test_the_live_stream_pages_the_log_then_ends_with_the_session(
+    manager: SessionManager, session: Session
+) -> None:
+    session.execute("echo streamed", timeout_s=5)
+
+    async def collect() -> list[tuple[str, dict[str, object]]]:
+        events = []
+        limiter = anyio.CapacityLimiter(2)
+        with anyio.fail_after(20):
+            async for raw in follow(session, start_offset(session, -65536), limiter):
+                if raw.startswith(b":"):
+                    continue
+                name, data = raw.decode().split("\n")[:2]
+                events.append((name.removeprefix("event: "), json.loads(data[6:])))
+                if events[-1][0] == "page":
+                    manager.destroy(session.id)
+        return events
+
+    events = anyio.run(collect)
+    names = [name for name, _ in events]
+    assert names[0] == "hello"
+    assert names[-1] == "exit"
+    shown = b"".join(base64.b64decode(str(d["data"])) for n, d in events if n == "page")
+    assert b"echo streamed" in shown

@@ -176,7 +176,11 @@ function follow(from, fresh) {
     // reconnect where we stopped (the browser's own retry would start over)
     source.close();
     if (state.source === source && state.selected === id) {
-      setTimeout(() => state.source === source && follow(state.next, false), 1000);
+      setTimeout(() => {
+        if (state.source !== source) return;
+        if (current()) follow(state.next, false);
+        else note("The session is gone.");
+      }, 1000);
     }
   };
 }
