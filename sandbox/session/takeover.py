@@ -4,16 +4,20 @@ While a person holds the terminal the agent does not type into it: its ``execute
 fail ``SESSION_BUSY`` at once (saying why), its ``read`` still works. What the person typed is
 kept (the last few hundred characters) and told to the agent once, as a notice in its next
 ``execute`` or ``read`` result, so it knows the shell's state may have changed under it.
-Releasing gives the agent its turn back.
+Releasing gives the agent its turn back; so does a hold that is not renewed for
+``HOLD_S`` (the person's page renews it while it is open: a closed laptop never blocks the
+agent for long).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 from sandbox.errors import SessionBusyError
 
 SHOWN_CHARS = 200  # of what a person typed, in the agent's notice
+HOLD_S = 90.0  # a hold not renewed (taken again) this long is released
 
 
 def _printable(typed: str) -> str:
@@ -36,17 +40,23 @@ class Takeover:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holder: str | None = None
+        self._renewed = 0.0
         self._typed: list[str] = []
         self._typed_chars = 0
 
     @property
     def holder(self) -> str | None:
         """The person (a client id) holding the terminal, or None."""
-        return self._holder
+        with self._lock:
+            if self._holder is not None and time.monotonic() - self._renewed > HOLD_S:
+                self._holder = None
+            return self._holder
 
     def take(self, who: str) -> None:
+        """Take the terminal, or renew the hold."""
         with self._lock:
             self._holder = who
+            self._renewed = time.monotonic()
 
     def release(self) -> None:
         with self._lock:
@@ -62,7 +72,7 @@ class Takeover:
 
     def check_agent_turn(self, session_id: str) -> None:
         """Refuse the agent's typing while a person holds the terminal."""
-        if self._holder is not None:
+        if self.holder is not None:
             raise SessionBusyError(
                 f"a person has taken over session {session_id} in the web view",
                 hint="Wait for them to release it (read still works and tells you what they "
@@ -75,7 +85,7 @@ class Takeover:
             typed = "".join(self._typed)
             self._typed.clear()
             self._typed_chars = 0
-            holding = self._holder is not None
+        holding = self.holder is not None
         if not typed:
             return []
         shown = _printable(typed)[-SHOWN_CHARS:].strip()

@@ -87,6 +87,20 @@ def _page(name: str) -> Response:
     return FileResponse(STATIC / name, media_type="text/html")
 
 
+def _signed_in(request: Request, cookie: str | None, response: Response) -> Response:
+    """``response`` with the sign-in cookie: HttpOnly, SameSite=Strict, only for ``/ui``."""
+    if cookie is not None:
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            path=PREFIX,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+    return response
+
+
 def routes(ctx: WebContext) -> list[Route | Mount]:
     feed, signins = ctx.feed, ctx.signins
     limiter = anyio.CapacityLimiter(STREAM_THREADS)
@@ -108,9 +122,11 @@ def routes(ctx: WebContext) -> list[Route | Mount]:
         )
 
     async def index(request: Request) -> Response:
-        if client(request) is None:
+        if client(request) is not None:
+            return _page("app.html")
+        if signins.needs_token:
             return RedirectResponse(f"{PREFIX}/login", status_code=303)
-        return _page("app.html")
+        return _signed_in(request, signins.sign_in(""), _page("app.html"))  # loopback, no token
 
     async def login_page(request: Request) -> Response:
         return _page("login.html")
@@ -123,16 +139,7 @@ def routes(ctx: WebContext) -> list[Route | Mount]:
             log.warning("web view: a sign-in with a wrong token was refused")
             return RedirectResponse(f"{PREFIX}/login?failed=1", status_code=303)
         log.info("web view: %s signed in", signins.client(cookie))
-        response = RedirectResponse(f"{PREFIX}/", status_code=303)
-        response.set_cookie(
-            COOKIE,
-            cookie,
-            path=PREFIX,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-        )
-        return response
+        return _signed_in(request, cookie, RedirectResponse(f"{PREFIX}/", status_code=303))
 
     async def logout(request: Request) -> Response:
         signins.sign_out(request.cookies.get(COOKIE))
@@ -145,7 +152,7 @@ def routes(ctx: WebContext) -> list[Route | Mount]:
         if who is None:
             return unauthorized()
         rows = await anyio.to_thread.run_sync(feed.rows, who)
-        return JSONResponse({"sessions": rows, "needs_token": signins.needs_token})
+        return JSONResponse({"sessions": rows})
 
     async def stream(request: Request) -> Response:
         who, sid = client(request), request.path_params["sid"]

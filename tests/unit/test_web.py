@@ -190,3 +190,26 @@ def test_the_live_stream_pages_the_log_then_ends_with_the_session(
     assert names[-1] == "exit"
     shown = b"".join(base64.b64decode(str(d["data"])) for n, d in events if n == "page")
     assert b"echo streamed" in shown
+
+
+def test_a_hold_that_is_not_renewed_lapses(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session.takeover.take("someone")
+    assert session.takeover.holder == "someone"
+    monkeypatch.setattr("sandbox.session.takeover.HOLD_S", -1.0)  # as if 90 s went by
+    assert session.takeover.holder is None
+    assert session.execute("true", timeout_s=5).exit_code == 0
+
+
+def test_a_server_without_a_token_signs_a_loopback_person_in_at_once(
+    root: Path, manager: SessionManager
+) -> None:
+    config = SandboxConfig(state_dir=root / "state", allowed_roots=(root,), web=True)
+    tools = Tools(config, manager)
+    app = build_app(build_server(config, tools=tools), config, "127.0.0.1", 8765, tools)
+    client = TestClient(app, base_url=BASE, follow_redirects=False)
+    page = client.get("/ui/")
+    assert page.status_code == 200
+    assert "HttpOnly" in page.headers["set-cookie"]
+    assert client.get("/ui/api/sessions").status_code == 200

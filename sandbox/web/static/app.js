@@ -7,6 +7,7 @@
 const API = "/ui/api/sessions";
 const REFRESH_MS = 2000;
 const PAGE_BACK = 256 * 1024; // "Earlier output" moves the start this far back
+const RENEW_MS = 30000; // a hold lapses on the server after 90 s without renewal
 const $ = (id) => document.getElementById(id);
 
 const state = {
@@ -20,6 +21,7 @@ const state = {
   held: false,
   typing: Promise.resolve(),
   agentSize: null, // the session's size before a person took it over
+  renew: null, // the timer renewing a hold
   player: null,
 };
 
@@ -210,6 +212,11 @@ function select(id) {
 // -- take over --------------------------------------------------------------------------------
 function setHeld(held) {
   state.held = held;
+  clearInterval(state.renew);
+  if (held) {
+    const id = state.selected;
+    state.renew = setInterval(() => post(`${API}/${encodeURIComponent(id)}/takeover`, { hold: true }), RENEW_MS);
+  }
   $("banner").hidden = !held;
   $("takeover").disabled = held;
   document.body.classList.toggle("holding", held);
