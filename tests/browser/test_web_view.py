@@ -16,6 +16,17 @@ from tests.browser.conftest import Agent, shot, sign_in, terminal_text
 pytestmark = pytest.mark.docker
 
 LOOP = "for i in 1 2 3 4 5; do echo line-$i; sleep 0.2; done"
+# notes whether the terminal ever showed the loop's first line without its last
+PARTIAL_WATCH = """() => {
+  window.__partial = false;
+  const timer = setInterval(() => {
+    const text = document.querySelector('#terminal .xterm-rows').innerText;
+    if (text.includes('line-1') && !text.includes('line-5')) {
+      window.__partial = true;
+      clearInterval(timer);
+    }
+  }, 10);
+}"""
 
 
 def open_session(page: Any, name: str) -> None:
@@ -32,7 +43,8 @@ def test_a_person_signs_in_watches_replays_takes_over_and_signs_out(
     page.wait_for_selector("#sessions tbody tr:has-text('web-journey')")
     open_session(page, "web-journey")
 
-    # live: the loop's lines arrive while the agent's execute is still running
+    # live: the loop's lines arrive one by one (the page shows line-1 before line-5 exists)
+    page.evaluate(PARTIAL_WATCH)
     ran: dict[str, Any] = {}
     worker = threading.Thread(
         target=lambda: ran.update(agent.call("execute", session_id=sid, command=LOOP))
@@ -43,6 +55,7 @@ def test_a_person_signs_in_watches_replays_takes_over_and_signs_out(
     )
     worker.join(timeout=60)
     assert ran["exit_code"] == 0
+    assert page.evaluate("window.__partial") is True
     text = terminal_text(page)
     assert all(f"line-{i}" in text for i in range(1, 6))
     assert "__sb_s" not in text  # the command is shown as typed, not the protocol line
