@@ -161,14 +161,22 @@ def routes(ctx: WebContext) -> list[Route | Mount]:
         session = feed.session(who, sid)
         if session is None:
             return not_found(sid)
+        query = request.query_params
         try:
-            offset = start_offset(session, int(request.query_params.get("from", "-65536")))
+            offset = start_offset(
+                session, int(query.get("from", "-65536")), align=query.get("align") == "1"
+            )
+            # a window ends where a line does, so the next one starts cleanly there
+            stop = start_offset(session, int(query["to"]), align=True) if "to" in query else None
         except ValueError:
             return security.refusal(
-                400, "INVALID_ARGUMENT", "from must be a byte offset", "e.g. from=0 or from=-65536"
+                400,
+                "INVALID_ARGUMENT",
+                "from and to must be byte offsets",
+                "e.g. from=-65536 (the tail, then live) or from=0&to=65536 (a window)",
             )
         return StreamingResponse(
-            follow(session, offset, limiter),
+            follow(session, offset, limiter, stop),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},
         )

@@ -33,17 +33,25 @@ LINE_SEARCH = 4096
 REWRITE_MAX_BYTES = 64 * 1024 * 1024
 
 
-def start_offset(session: Session, from_byte: int) -> int:
-    """``from_byte`` as an offset in the log: negative counts from the end, moved on to the
-    start of the next line there (a page never starts inside an escape sequence)."""
+def start_offset(session: Session, from_byte: int, *, align: bool = False) -> int:
+    """``from_byte`` as an offset in the log: negative counts from the end; that one, and any
+    with ``align``, moves to the start of its line (or of the next one, past a line longer than
+    ``LINE_SEARCH``), so a view never starts inside an escape sequence and windows of the
+    history join up. Without ``align`` a positive offset is taken as is (a page boundary)."""
     size = session.log.size
-    if from_byte >= 0:
+    if from_byte >= 0 and not align:
         return min(from_byte, size)
-    start = max(0, size + from_byte)
-    if start == 0:
-        return 0
-    newline = session.log.read(start, min(size, start + LINE_SEARCH)).find(b"\n")
-    return start + newline + 1 if newline >= 0 else start
+    start = max(0, min(size, size + from_byte if from_byte < 0 else from_byte))
+    before = session.log.read(max(0, start - LINE_SEARCH), start)
+    newline = before.rfind(b"\n")
+    if newline >= 0 or start <= LINE_SEARCH:
+        return start - len(before) + newline + 1  # the start of the line ``start`` is in
+    after = session.log.read(start, min(size, start + LINE_SEARCH)).find(b"\n")
+    return start + after + 1 if after >= 0 else start
+
+
+def _page(start: int, nxt: int, data: bytes) -> dict[str, object]:
+    return {"from": start, "next": nxt, "data": base64.b64encode(data).decode()}
 
 
 def event(name: str, data: dict[str, object]) -> bytes:
@@ -51,18 +59,25 @@ def event(name: str, data: dict[str, object]) -> bytes:
 
 
 async def follow(
-    session: Session, offset: int, limiter: anyio.CapacityLimiter
+    session: Session, offset: int, limiter: anyio.CapacityLimiter, stop: int | None = None
 ) -> AsyncIterator[bytes]:
     """Server-sent events: ``page`` events from ``offset`` on, then ``exit`` when the session
-    has ended and everything was sent. Ends when the client goes away."""
-    yield event("hello", {"from": offset, "rows": session.rows, "cols": session.cols})
+    has ended and everything was sent; with ``stop``, the pages up to there (a window of the
+    history), then ``end``. Ends when the client goes away."""
+    hello = {"from": offset, "rows": session.rows, "cols": session.cols}
+    yield event("hello", {**hello, "size": session.log.size})
     while True:
+        page = PAGE_BYTES if stop is None else max(0, min(PAGE_BYTES, stop - offset))
         data, nxt = await anyio.to_thread.run_sync(
-            display_chunk, session, offset, PAGE_BYTES, limiter=limiter
+            display_chunk, session, offset, page, limiter=limiter
         )
+        if stop is not None and (nxt >= stop or nxt == offset):
+            if nxt > offset:
+                yield event("page", _page(offset, nxt, data))
+            yield event("end", {"next": nxt})
+            return
         if nxt > offset:
-            payload = {"from": offset, "next": nxt, "data": base64.b64encode(data).decode()}
-            yield event("page", payload)
+            yield event("page", _page(offset, nxt, data))
             offset = nxt
             continue
         if session.status != "running":  # and nothing more to show (a destroyed log reads empty)

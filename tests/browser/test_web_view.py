@@ -117,3 +117,57 @@ def test_a_person_signs_in_watches_replays_takes_over_and_signs_out(
     response = page.request.get("/ui/api/sessions")
     assert response.status == 401
     agent.call("session_destroy", session_id=sid)
+
+
+BUFFER_LINES = """() => {
+  const buffer = state.term.buffer.active;
+  const lines = [];
+  for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i).translateToString(true));
+  return lines;
+}"""
+
+
+def wait_for_note(page: Any, start: str) -> None:
+    page.wait_for_function(
+        "start => document.getElementById('note').innerText.startsWith(start)", arg=start
+    )
+
+
+def test_the_whole_log_is_paged_from_the_server_a_window_at_a_time(
+    page: Any, agent: Agent, web_project: Path
+) -> None:
+    created = agent.call("session_create", project_path=str(web_project), name="web-history")
+    sid = created["session_id"]
+    try:
+        agent.call("execute", session_id=sid, command="seq -f 'row-%g' 1 30000", max_lines=1)
+        sign_in(page)
+        page.wait_for_selector("#sessions tbody tr:has-text('web-history')")
+        open_session(page, "web-history")
+        page.wait_for_function("() => state.term.buffer.active.length > 1000")
+        page.wait_for_function(f"() => ({BUFFER_LINES})().includes('row-30000')")
+        live = set(page.evaluate(BUFFER_LINES))
+        assert "row-1" not in live  # the browser holds the end, not the whole log
+
+        page.click("#from-start")
+        wait_for_note(page, "History: 0 KiB to 64 KiB")
+        first = page.evaluate(BUFFER_LINES)
+        assert "row-1" in first
+        assert "row-30000" not in first
+        assert any("seq -f 'row-%g' 1 30000" in line for line in first)
+        shot(page, "6-history")
+
+        page.click("#later")
+        wait_for_note(page, "History: 64 KiB to 128 KiB")
+        second = page.evaluate(BUFFER_LINES)
+        last_of_first = max(int(x[4:]) for x in first if x.startswith("row-"))
+        numbers = [int(x[4:]) for x in second if x.startswith("row-")]
+        assert min(numbers) == last_of_first + 1  # the windows join up, no line lost
+
+        page.click("#earlier")  # back to the first window, exactly
+        wait_for_note(page, "History: 0 KiB to 64 KiB")
+        assert page.evaluate(BUFFER_LINES) == first
+
+        page.click("#to-live")
+        page.wait_for_function(f"() => ({BUFFER_LINES})().includes('row-30000')")
+    finally:
+        agent.call("session_destroy", session_id=sid)

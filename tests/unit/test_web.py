@@ -213,3 +213,27 @@ def test_a_server_without_a_token_signs_a_loopback_person_in_at_once(
     assert page.status_code == 200
     assert "HttpOnly" in page.headers["set-cookie"]
     assert client.get("/ui/api/sessions").status_code == 200
+
+
+def test_a_window_of_the_history_ends_where_asked_and_the_next_one_joins_it(
+    session: Session,
+) -> None:
+    session.execute("seq 1 3000", timeout_s=10)
+
+    async def window(start: int, stop: int) -> tuple[bytes, int]:
+        shown, last = b"", start
+        async for raw in follow(session, start, anyio.CapacityLimiter(1), stop):
+            name, data = raw.decode().split("\n")[:2]
+            payload = json.loads(data[6:])
+            if name == "event: page":
+                shown += base64.b64decode(payload["data"])
+            if name == "event: end":
+                last = payload["next"]
+        return shown, last
+
+    stop = start_offset(session, 5000, align=True)
+    first, end = anyio.run(window, 0, stop)
+    second, _ = anyio.run(window, end, session.log.size)
+    whole, _ = display_chunk(session, 0, 1 << 20)
+    assert first + second == whole
+    assert first.endswith(b"\n")  # the window ends with a whole line

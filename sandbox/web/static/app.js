@@ -6,7 +6,8 @@
 
 const API = "/ui/api/sessions";
 const REFRESH_MS = 2000;
-const PAGE_BACK = 256 * 1024; // "Earlier output" moves the start this far back
+const PAGE_BACK = 64 * 1024; // the history is shown in windows of this many bytes
+const TAIL = -65536; // live view: the end of the log, then following it
 const RENEW_MS = 30000; // a hold lapses on the server after 90 s without renewal
 const $ = (id) => document.getElementById(id);
 
@@ -18,6 +19,8 @@ const state = {
   fit: null,
   shownFrom: 0, // log offset the terminal starts at
   next: 0, // log offset of the next byte to draw
+  until: null, // end of the history window shown, or null: live
+  size: 0, // the log's size when the view opened
   held: false,
   typing: Promise.resolve(),
   agentSize: null, // the session's size before a person took it over
@@ -138,7 +141,7 @@ function newTerminal(row) {
     cols: row.cols,
     rows: row.rows,
     disableStdin: true,
-    scrollback: 5000,
+    scrollback: 20000,
     fontSize: 13,
     fontFamily: "ui-monospace, 'DejaVu Sans Mono', Menlo, monospace",
     theme: { background: "#0f1419", foreground: "#d6dde6" },
@@ -150,20 +153,39 @@ function newTerminal(row) {
   state.term = term;
 }
 
-function follow(from, fresh) {
+function streamUrl(from, align) {
+  let url = `${API}/${encodeURIComponent(state.selected)}/stream?from=${from}`;
+  if (align) url += "&align=1";
+  if (state.until !== null) url += `&to=${state.until}`;
+  return url;
+}
+
+function follow(from, fresh, align = false) {
   if (state.source) state.source.close();
   const id = state.selected;
-  const source = new EventSource(`${API}/${encodeURIComponent(id)}/stream?from=${from}`);
+  const source = new EventSource(streamUrl(from, align));
   state.source = source;
   source.addEventListener("hello", (e) => {
     const hello = JSON.parse(e.data);
     if (fresh) {
       state.shownFrom = hello.from;
+      state.size = hello.size;
       state.term.resize(hello.cols, hello.rows);
     }
     state.next = hello.from;
+    const live = state.until === null;
     $("earlier").disabled = state.shownFrom === 0;
     $("from-start").disabled = state.shownFrom === 0;
+    $("later").disabled = live;
+    $("to-live").disabled = live;
+  });
+  source.addEventListener("end", (e) => {
+    source.close();
+    state.next = JSON.parse(e.data).next;
+    const kib = (n) => `${Math.round(n / 1024)} KiB`;
+    note(`History: ${kib(state.shownFrom)} to ${kib(state.next)} of ${kib(state.size)} (read-only).`);
+    // once the terminal has drawn every page (writes are queued)
+    if (state.readFromTop) state.term.write("", () => state.term.scrollToTop());
   });
   source.addEventListener("page", (e) => {
     const page = JSON.parse(e.data);
@@ -187,12 +209,20 @@ function follow(from, fresh) {
   };
 }
 
-function watch(from) {
+function watch(from, until = null, align = false) {
   const row = current();
   if (!row) return;
+  state.until = until;
+  state.readFromTop = until !== null && !align; // going back through history: read upwards
   newTerminal(row);
-  note(state.held ? "" : "Watching live, read-only.");
-  follow(from, true);
+  note(state.held || until !== null ? "" : "Watching live, read-only.");
+  follow(from, true, align);
+}
+
+function later() {
+  const from = state.next; // where the window ended: the start of a line
+  if (from >= state.size) watch(TAIL);
+  else watch(from, from + PAGE_BACK);
 }
 
 function select(id) {
@@ -206,7 +236,7 @@ function select(id) {
   $("title").textContent = `${row.name} · ${row.session_id}`;
   renderList();
   showTab("live");
-  watch(-65536);
+  watch(TAIL);
 }
 
 // -- take over --------------------------------------------------------------------------------
@@ -261,6 +291,7 @@ async function takeOver() {
       if (dialog.returnValue !== "yes") return;
       const done = await post(`${API}/${encodeURIComponent(state.selected)}/takeover`, { hold: true });
       if (!done) return;
+      if (state.until !== null) watch(TAIL); // a person types into the live terminal
       setHeld(true);
       await fitToWindow(true);
     },
@@ -311,8 +342,12 @@ $("release").addEventListener("click", release);
 for (const button of document.querySelectorAll("button.signal")) {
   button.addEventListener("click", () => signal(button.dataset.signal));
 }
-$("earlier").addEventListener("click", () => watch(Math.max(0, state.shownFrom - PAGE_BACK)));
-$("from-start").addEventListener("click", () => watch(0));
+$("earlier").addEventListener("click", () =>
+  watch(Math.max(0, state.shownFrom - PAGE_BACK), state.shownFrom, true),
+);
+$("from-start").addEventListener("click", () => watch(0, PAGE_BACK));
+$("later").addEventListener("click", later);
+$("to-live").addEventListener("click", () => watch(TAIL));
 $("tab-live").addEventListener("click", () => showTab("live"));
 $("tab-replay").addEventListener("click", () => showTab("replay"));
 window.addEventListener("pagehide", () => {
