@@ -8,7 +8,9 @@ Host and Origin checks.
   WebAssembly); neither lets a script run.
 * ``Host`` must be an allowed host (DNS-rebinding protection, as on ``/mcp``).
 * Every request that changes something (POST) needs an ``Origin`` header of an allowed origin:
-  a page elsewhere cannot make a signed-in browser act (the cookie is also ``SameSite=Strict``).
+  a page elsewhere cannot make a signed-in browser act (the cookie is also ``SameSite=Strict``),
+  and a declared body of at most ``MAX_BODY`` bytes (the sign-in form is read before anyone is
+  signed in: it must not make the server read much).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ HEADERS = {
 }
 
 Matcher = Callable[[str], bool]
+MAX_BODY = 128 * 1024  # typed input is at most 64 Ki characters
 
 
 def secure(response: Response) -> Response:
@@ -79,5 +82,13 @@ def check(request: Request, host_ok: Matcher, origin_ok: Matcher) -> Response | 
             "BAD_ORIGIN",
             f"Origin {(origin or '(none)')[:100]!r} may not change anything here",
             "Use the page this server serves; other sites cannot act for you.",
+        )
+    length = request.headers.get("content-length", "")
+    if not length.isdigit() or int(length) > MAX_BODY:
+        return refusal(
+            413,
+            "PAYLOAD_TOO_LARGE",
+            f"a request here needs a declared body of at most {MAX_BODY} bytes",
+            "Type or paste less at a time.",
         )
     return None

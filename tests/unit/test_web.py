@@ -237,3 +237,14 @@ def test_a_window_of_the_history_ends_where_asked_and_the_next_one_joins_it(
     whole, _ = display_chunk(session, 0, 1 << 20)
     assert first + second == whole
     assert first.endswith(b"\n")  # the window ends with a whole line
+
+
+def test_posts_need_a_small_declared_body(web: TestClient) -> None:
+    big = web.post("/ui/login", content=b"token=" + b"x" * 200_000)
+    assert big.status_code == 413
+    assert big.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+    def chunks() -> Iterator[bytes]:
+        yield b"token=abc"
+
+    assert web.post("/ui/login", content=chunks()).status_code == 413  # no declared length
