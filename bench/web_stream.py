@@ -17,7 +17,7 @@ from pathlib import Path
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
 from sandbox.models import CreateRequest
-from sandbox.session.display import display_chunk
+from sandbox.session.live_view import display_chunk
 from sandbox.session.manager import SessionManager
 from sandbox.web.terminal import PAGE_BYTES, event
 

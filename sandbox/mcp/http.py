@@ -48,7 +48,7 @@ from sandbox.mcp import http_auth
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
-    from sandbox.mcp.server import Tools
+    from sandbox.mcp.tools import Tools
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +336,8 @@ def serve(config: SandboxConfig, host: str, port: int) -> None:
     import uvicorn
 
     from sandbox.backends import connect
-    from sandbox.mcp.server import Tools, build_server, collect_orphans
+    from sandbox.mcp.server import build_server, collect_orphans
+    from sandbox.mcp.tools import Tools
     from sandbox.session.manager import SessionManager
 
     check_bind(config, host)

@@ -1,7 +1,7 @@
 """The web view (``sandbox.web``) on the HTTP server's port: ``/ui`` goes to it, the rest to MCP.
 
 The web view sees what the MCP tools see: a person signed in with a token is that token's
-client (``client_of``) and sees the sessions ``Tools.visible`` admits; Host and Origin are
+client (``client_of``) and sees the sessions ``ClientLedger.visible`` admits; Host and Origin are
 checked against the same allowed hosts as ``/mcp``.
 """
 
@@ -12,7 +12,8 @@ from collections.abc import Callable
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sandbox.config import SandboxConfig
-from sandbox.mcp.server import ANONYMOUS_CLIENT, Tools, client_of
+from sandbox.mcp.clients import ANONYMOUS_CLIENT, client_of
+from sandbox.mcp.tools import Tools
 from sandbox.web.app import PREFIX, WebApp, WebContext
 from sandbox.web.feed import SessionFeed
 from sandbox.web.signin import SignIns
@@ -46,7 +47,7 @@ def with_web(
         return client_of({"authorization": f"Bearer {token}"}, tokens)
 
     ctx = WebContext(
-        feed=SessionFeed(tools.manager, tools.visible),
+        feed=SessionFeed(tools.manager, tools.clients.visible),
         signins=SignIns(tokens, client_of_token, anonymous=ANONYMOUS_CLIENT),
         host_ok=host_ok,
         origin_ok=origin_ok,

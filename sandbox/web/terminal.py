@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from sandbox.session.display import display_chunk
+from sandbox.session.live_view import display_chunk
 
 if TYPE_CHECKING:
     from sandbox.session.session import Session

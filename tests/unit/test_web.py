@@ -19,7 +19,7 @@ from sandbox.errors import SessionBusyError
 from sandbox.mcp.http import build_app
 from sandbox.mcp.server import Tools, build_server
 from sandbox.models import CreateRequest
-from sandbox.session.display import display_chunk
+from sandbox.session.live_view import display_chunk
 from sandbox.session.manager import SessionManager
 from sandbox.session.session import Session
 from sandbox.web.terminal import follow, replay_cast, start_offset
@@ -125,8 +125,8 @@ def test_sign_in_sets_a_strict_cookie_and_shows_only_this_tokens_sessions(
     assert web.get("/ui/").headers["location"] == "/ui/login"
     wrong = web.post("/ui/login", data={"token": "nope"})
     assert wrong.headers["location"] == "/ui/login?failed=1"
-    mine = tools.manager.create(CreateRequest(project_path=str(root / "proj"), name="mine"))
-    tools._owners[mine.session_id] = "token-other"  # as if OTHER's agent created it
+    # as OTHER's agent would, over MCP
+    mine = tools.clients.create("token-other", CreateRequest(project_path=str(root / "proj")))
     response = web.post("/ui/login", data={"token": TOKEN})
     cookie = response.headers["set-cookie"]
     assert "HttpOnly" in cookie
@@ -231,10 +231,12 @@ def test_a_window_of_the_history_ends_where_asked_and_the_next_one_joins_it(
                 last = payload["next"]
         return shown, last
 
+    session.read(view="new", idle_ms=300, timeout_ms=5000)  # the prompt has come too
+    size = session.log.size
     stop = start_offset(session, 5000, align=True)
     first, end = anyio.run(window, 0, stop)
-    second, _ = anyio.run(window, end, session.log.size)
-    whole, _ = display_chunk(session, 0, 1 << 20)
+    second, _ = anyio.run(window, end, size)
+    whole, _ = display_chunk(session, 0, size)
     assert first + second == whole
     assert first.endswith(b"\n")  # the window ends with a whole line
 
