@@ -14,7 +14,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -32,17 +32,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
 from sandbox.errors import SandboxError
-from sandbox.web import security
+from sandbox.web import actions, security
 from sandbox.web.feed import SessionFeed
 from sandbox.web.signin import COOKIE, SignIns
 from sandbox.web.terminal import follow, replay_cast, start_offset
+
+if TYPE_CHECKING:
+    from sandbox.session.session import Session
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/ui"
 STATIC = Path(__file__).with_name("static")
-SIGNALS = ("INT", "TERM", "KILL")
-MAX_INPUT_CHARS = 64 * 1024
 STREAM_THREADS = 64  # terminals followed at once (each waits in a worker thread)
 
 
@@ -59,7 +60,7 @@ class WebApp:
 
     def __init__(self, ctx: WebContext) -> None:
         self.ctx = ctx
-        self.app = Starlette(routes=routes(ctx))
+        self.app = Starlette(routes=Handlers(ctx).routes())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -101,71 +102,91 @@ def _signed_in(request: Request, cookie: str | None, response: Response) -> Resp
     return response
 
 
-def routes(ctx: WebContext) -> list[Route | Mount]:
-    feed, signins = ctx.feed, ctx.signins
-    limiter = anyio.CapacityLimiter(STREAM_THREADS)
+class Handlers:
+    """The endpoints; each answers only a signed-in person, about their own sessions."""
 
-    def client(request: Request) -> str | None:
-        return signins.client(request.cookies.get(COOKIE))
+    def __init__(self, ctx: WebContext) -> None:
+        self.feed, self.signins = ctx.feed, ctx.signins
+        self.limiter = anyio.CapacityLimiter(STREAM_THREADS)
 
-    def unauthorized() -> Response:
-        return security.refusal(
-            401, "UNAUTHORIZED", "not signed in", f"Sign in at {PREFIX}/login with the token."
-        )
+    def routes(self) -> list[Route | Mount]:
+        api = f"{PREFIX}/api/sessions"
+        return [
+            Route(PREFIX, self.index, methods=["GET"]),
+            Route(f"{PREFIX}/", self.index, methods=["GET"]),
+            Route(f"{PREFIX}/login", self.login_page, methods=["GET"]),
+            Route(f"{PREFIX}/login", self.login, methods=["POST"]),
+            Route(f"{PREFIX}/logout", self.logout, methods=["POST"]),
+            Route(api, self.sessions, methods=["GET"]),
+            Route(f"{api}/{{sid}}/stream", self.stream, methods=["GET"]),
+            Route(f"{api}/{{sid}}/recording", self.recording, methods=["GET"]),
+            Route(f"{api}/{{sid}}/{{act}}", self.act, methods=["POST"]),
+            Mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="static"),
+        ]
 
-    def not_found(session_id: str) -> Response:
-        return security.refusal(
-            404,
-            "SESSION_NOT_FOUND",
-            f"no session {session_id[:100]!r} of yours on this server",
-            "Pick one from the list.",
-        )
+    def client(self, request: Request) -> str | None:
+        return self.signins.client(request.cookies.get(COOKIE))
 
-    async def index(request: Request) -> Response:
-        if client(request) is not None:
+    def session(self, request: Request) -> tuple[str, Session] | Response:
+        """The signed-in client and the session the path names, or the refusal."""
+        who, sid = self.client(request), str(request.path_params["sid"])
+        if who is None:
+            return _unauthorized()
+        session = self.feed.session(who, sid)
+        if session is None:
+            return security.refusal(
+                404,
+                "SESSION_NOT_FOUND",
+                f"no session {sid[:100]!r} of yours on this server",
+                "Pick one from the list.",
+            )
+        return who, session
+
+    # -- pages and sign-in -----------------------------------------------------------------
+    async def index(self, request: Request) -> Response:
+        if self.client(request) is not None:
             return _page("app.html")
-        if signins.needs_token:
+        if self.signins.needs_token:
             return RedirectResponse(f"{PREFIX}/login", status_code=303)
-        return _signed_in(request, signins.sign_in(""), _page("app.html"))  # loopback, no token
+        # a loopback server without a token: its one (anonymous) person is signed in at once
+        return _signed_in(request, self.signins.sign_in(""), _page("app.html"))
 
-    async def login_page(request: Request) -> Response:
+    async def login_page(self, request: Request) -> Response:
         return _page("login.html")
 
-    async def login(request: Request) -> Response:
+    async def login(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=4)
         token = form.get("token")
-        cookie = signins.sign_in(token if isinstance(token, str) else "")
+        cookie = self.signins.sign_in(token if isinstance(token, str) else "")
         if cookie is None:
             log.warning("web view: a sign-in with a wrong token was refused")
             return RedirectResponse(f"{PREFIX}/login?failed=1", status_code=303)
-        log.info("web view: %s signed in", signins.client(cookie))
+        log.info("web view: %s signed in", self.signins.client(cookie))
         return _signed_in(request, cookie, RedirectResponse(f"{PREFIX}/", status_code=303))
 
-    async def logout(request: Request) -> Response:
-        signins.sign_out(request.cookies.get(COOKIE))
+    async def logout(self, request: Request) -> Response:
+        self.signins.sign_out(request.cookies.get(COOKIE))
         response = RedirectResponse(f"{PREFIX}/login", status_code=303)
         response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
         return response
 
-    async def sessions(request: Request) -> Response:
-        who = client(request)
+    # -- the API ---------------------------------------------------------------------------
+    async def sessions(self, request: Request) -> Response:
+        who = self.client(request)
         if who is None:
-            return unauthorized()
-        rows = await anyio.to_thread.run_sync(feed.rows, who)
+            return _unauthorized()
+        rows = await anyio.to_thread.run_sync(self.feed.rows, who)
         return JSONResponse({"sessions": rows})
 
-    async def stream(request: Request) -> Response:
-        who, sid = client(request), request.path_params["sid"]
-        if who is None:
-            return unauthorized()
-        session = feed.session(who, sid)
-        if session is None:
-            return not_found(sid)
+    async def stream(self, request: Request) -> Response:
+        found = self.session(request)
+        if isinstance(found, Response):
+            return found
+        session = found[1]
         query = request.query_params
         try:
-            offset = start_offset(
-                session, int(query.get("from", "-65536")), align=query.get("align") == "1"
-            )
+            align = query.get("align") == "1"
+            offset = start_offset(session, int(query.get("from", "-65536")), align=align)
             # a window ends where a line does, so the next one starts cleanly there
             stop = start_offset(session, int(query["to"]), align=True) if "to" in query else None
         except ValueError:
@@ -176,95 +197,49 @@ def routes(ctx: WebContext) -> list[Route | Mount]:
                 "e.g. from=-65536 (the tail, then live) or from=0&to=65536 (a window)",
             )
         return StreamingResponse(
-            follow(session, offset, limiter, stop),
+            follow(session, offset, self.limiter, stop),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},
         )
 
-    async def recording(request: Request) -> Response:
-        who, sid = client(request), request.path_params["sid"]
-        session = feed.session(who, sid) if who is not None else None
-        if who is None:
-            return unauthorized()
-        if session is None:
-            return not_found(sid)
-        cast = await anyio.to_thread.run_sync(replay_cast, session)
+    async def recording(self, request: Request) -> Response:
+        found = self.session(request)
+        if isinstance(found, Response):
+            return found
+        cast = await anyio.to_thread.run_sync(replay_cast, found[1])
         if cast is None:
             return security.refusal(
                 404,
                 "NOT_RECORDED",
-                f"session {sid} has no recording",
+                f"session {found[1].id} has no recording",
                 "The server records sessions unless SANDBOX_RECORD=0.",
             )
         return Response(cast, media_type="application/x-asciicast")
 
-    async def act(request: Request) -> Response:
-        """POST takeover / input / resize / signal on one session."""
-        who, sid, action = client(request), request.path_params["sid"], request.path_params["act"]
-        if who is None:
-            return unauthorized()
-        session = feed.session(who, sid)
-        if session is None:
-            return not_found(sid)
+    async def act(self, request: Request) -> Response:
+        """POST takeover / input / resize / signal (``sandbox.web.actions``)."""
+        found = self.session(request)
+        if isinstance(found, Response):
+            return found
+        who, session = found
+        name = str(request.path_params["act"])
+        action = actions.ACTIONS.get(name)
+        if action is None:
+            return security.refusal(404, "NOT_FOUND", f"no action {name[:50]!r}", "")
+        if name in actions.NEEDS_HOLD and session.takeover.holder != who:
+            return actions.not_held()
         try:
             body = json.loads(await request.body() or b"{}")
             if not isinstance(body, dict):
-                raise ValueError("not an object")
-            return await _act(session, who, action, body)
+                raise ValueError("the body must be a JSON object")
+            return JSONResponse(await action(session, who, body))
         except ValueError as exc:
             return security.refusal(400, "INVALID_ARGUMENT", str(exc)[:200], "Send a JSON object.")
         except SandboxError as exc:
             return security.refusal(409, exc.code, exc.message, exc.hint or "")
 
-    return [
-        Route(PREFIX, index, methods=["GET"]),
-        Route(f"{PREFIX}/", index, methods=["GET"]),
-        Route(f"{PREFIX}/login", login_page, methods=["GET"]),
-        Route(f"{PREFIX}/login", login, methods=["POST"]),
-        Route(f"{PREFIX}/logout", logout, methods=["POST"]),
-        Route(f"{PREFIX}/api/sessions", sessions, methods=["GET"]),
-        Route(f"{PREFIX}/api/sessions/{{sid}}/stream", stream, methods=["GET"]),
-        Route(f"{PREFIX}/api/sessions/{{sid}}/recording", recording, methods=["GET"]),
-        Route(f"{PREFIX}/api/sessions/{{sid}}/{{act}}", act, methods=["POST"]),
-        Mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="static"),
-    ]
 
-
-async def _act(session: Any, who: str, action: str, body: dict[str, Any]) -> Response:
-    takeover = session.takeover
-    if action == "takeover":
-        if body.get("hold") is True:
-            takeover.take(who)
-            log.info("web view: %s took over session %s", who, session.id)
-        else:
-            takeover.release()
-            log.info("web view: %s released session %s", who, session.id)
-        return JSONResponse({"held": takeover.holder is not None})
-    if action in ("input", "resize") and takeover.holder != who:
-        return security.refusal(
-            409,
-            "NOT_HELD",
-            "take over the session before typing into it or resizing it",
-            "Press Take over: the agent then waits until you release it.",
-        )
-    if action == "resize":
-        rows, cols = body.get("rows"), body.get("cols")
-        if not (isinstance(rows, int) and isinstance(cols, int)):
-            raise ValueError("rows and cols must be integers")
-        resized = await anyio.to_thread.run_sync(session.resize, rows, cols)
-        return JSONResponse(resized.model_dump(mode="json"))
-    if action == "input":
-        data = body.get("data")
-        if not isinstance(data, str) or not data or len(data) > MAX_INPUT_CHARS:
-            raise ValueError(f"data must be 1..{MAX_INPUT_CHARS} characters of text")
-        await anyio.to_thread.run_sync(session.write_raw, data.encode("utf-8"))
-        takeover.typed(data)
-        return JSONResponse({"bytes_sent": len(data.encode("utf-8"))})
-    if action == "signal":
-        sig = body.get("signal")
-        if sig not in SIGNALS:
-            raise ValueError(f"signal must be one of {', '.join(SIGNALS)}")
-        log.info("web view: %s sent %s to session %s", who, sig, session.id)
-        result = await anyio.to_thread.run_sync(session.signal, sig)
-        return JSONResponse(result.model_dump(mode="json"))
-    return security.refusal(404, "NOT_FOUND", f"no action {action[:50]!r}", "")
+def _unauthorized() -> Response:
+    return security.refusal(
+        401, "UNAUTHORIZED", "not signed in", f"Sign in at {PREFIX}/login with the token."
+    )
