@@ -169,9 +169,8 @@ class Session:
         ``cancel`` stops the command with the escalation ladder (``ExecKeywords``).
         """
         self.takeover.check_agent_turn(self.id)
-        told = self.takeover.notices()  # what a person typed since the agent last heard
         result = self.runner.execute(command, ExecOptions(timeout_s=timeout_s, **options))
-        result.notices[:0] = told
+        result.notices[:0] = self.takeover.notices()  # what a person typed: said first, once
         return result
 
     def signal(self, sig: str = "INT", *, escalate_: bool = True) -> SignalResult:
