@@ -250,3 +250,16 @@ def test_posts_need_a_small_declared_body(web: TestClient) -> None:
         yield b"token=abc"
 
     assert web.post("/ui/login", content=chunks()).status_code == 413  # no declared length
+
+
+def test_serve_web_flag_overrides_the_setting() -> None:
+    from sandbox.cli.main import build_parser
+
+    assert build_parser().parse_args(["serve"]).web is None  # then SANDBOX_WEB decides
+    on = build_parser().parse_args(["serve", "--web"]).web
+    off = build_parser().parse_args(["serve", "--no-web"]).web
+    environ = {"SANDBOX_WEB": "1"}
+    assert SandboxConfig.from_env(environ, web=on).web is True
+    assert SandboxConfig.from_env(environ, web=off).web is False
+    assert SandboxConfig.from_env(environ, web=None).web is True
+    assert SandboxConfig.from_env({}).web is False  # off unless asked
