@@ -69,12 +69,8 @@ class Session:
         self.execute_max_bytes = execute_max_bytes  # of the log read into one result
         recording = None
         if record:
-            recording = CastRecorder(
-                log_path.with_name("session.cast"),
-                rows=spec.rows,
-                cols=spec.cols,
-                max_bytes=log_max_bytes,
-            )
+            cast = log_path.with_name("session.cast")
+            recording = CastRecorder(cast, rows=spec.rows, cols=spec.cols, max_bytes=log_max_bytes)
         self.display = Display(self.log, spec.rows, spec.cols)
         self.link = ShellLink(
             spec,
