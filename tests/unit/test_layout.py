@@ -1,8 +1,9 @@
 """The house's rules, read from the source: folders form layers, and no imports go round.
 
 Layers, lowest first: ``version``/``errors``, ``config``/``models``, ``backends``, ``egress``,
-``terminal``, ``shell``, ``session``, ``mcp``, ``cli``, ``testing``. A module may import from
-its own folder and from lower layers, never from a higher one (also not inside a function);
+``terminal``, ``shell``, ``session``, ``web``, ``mcp``, ``cli``, ``testing``. A module may
+import from its own folder and from lower layers, never from a higher one (also not inside a
+function);
 and the module-level imports (outside ``TYPE_CHECKING``) form no cycle.
 """
 
@@ -24,10 +25,11 @@ LAYERS = {
     "terminal": 4,
     "shell": 5,
     "session": 6,
-    "mcp": 7,
-    "cli": 8,
-    "testing": 9,
-    "__main__": 10,
+    "web": 7,
+    "mcp": 8,
+    "cli": 9,
+    "testing": 10,
+    "__main__": 11,
 }
 
 
