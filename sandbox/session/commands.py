@@ -23,6 +23,7 @@ from sandbox.errors import (
 )
 from sandbox.models import ExecResult, LogRange
 from sandbox.session.control import GRACE_S
+from sandbox.session.input_watch import SETTLE_S, SHELL_CONFIRM_S, InputPacer
 from sandbox.session.output import OutputFn, OutputStreamer, shape_output
 from sandbox.session.recovery import RecoveryMixin
 from sandbox.session.state import Pending
@@ -206,9 +207,15 @@ class CommandsMixin(RecoveryMixin):
         channel.write(command_line(command, p.nonce))
         if background and idle_timeout_s is None:
             idle_timeout_s = 1.0
+        pacer = None
+        if idle_timeout_s is not None:  # return as soon as the program waits for input
+            self._input_watch.start()
+            pacer = InputPacer()
         stream = OutputStreamer(self.log, p, on_output) if on_output is not None else None
         while True:
-            outcome = self._wait(p, deadline, idle_timeout_s, background, progress, cancel, stream)
+            outcome = self._wait(
+                p, deadline, idle_timeout_s, background, progress, cancel, stream, pacer
+            )
             if outcome != "lost" or self._confirm_lost(p):
                 break
         signals_sent: list[str] = []
@@ -300,7 +307,8 @@ class CommandsMixin(RecoveryMixin):
             log_range=LogRange(from_byte=start, to_byte=end),
             duration_ms=int((time.monotonic() - t0) * 1000),
             oom_killed=oom,
-            idle=outcome == "idle",
+            idle=outcome in ("idle", "input"),
+            waiting_for_input=outcome == "input",
             session_reset=reset,
             shell_exited=shell_died,
             shell_restarted=restarted or revived,
@@ -367,6 +375,7 @@ class CommandsMixin(RecoveryMixin):
         progress: ProgressFn | None,
         cancel: threading.Event | None,
         stream: OutputStreamer | None = None,
+        pacer: InputPacer | None = None,
     ) -> str:
         next_progress = time.monotonic() + PROGRESS_EVERY_S
         next_check = time.monotonic() + LIVENESS_EVERY_S
@@ -395,6 +404,11 @@ class CommandsMixin(RecoveryMixin):
                         if now - quiet_since >= idle_timeout_s:
                             return "idle"
                         wake = min(wake, quiet_since + idle_timeout_s)
+                    ask_at = self._input_ask_at(p, pacer)
+                    if ask_at is not None and now >= ask_at:
+                        break
+                    if ask_at is not None:
+                        wake = min(wake, ask_at)
                     if cancel is not None:
                         wake = min(wake, now + 0.1)
                     if progress is not None and now >= next_progress:
@@ -405,6 +419,8 @@ class CommandsMixin(RecoveryMixin):
                         break
                     wake = min(wake, next_check)
                     self._cond.wait(max(0.0, wake - now))
+            if pacer is not None and self._waits_for_input(p, pacer):
+                return "input"
             if time.monotonic() >= next_check:
                 quiet = time.monotonic() - self._last_output >= LIVENESS_EVERY_S
                 next_check = time.monotonic() + LIVENESS_EVERY_S
@@ -416,6 +432,33 @@ class CommandsMixin(RecoveryMixin):
                 next_progress = time.monotonic() + PROGRESS_EVERY_S
                 with contextlib.suppress(Exception):
                     progress(time.monotonic() - p.sent_at, self._last_line(p))
+
+    def _input_ask_at(self, p: Pending, pacer: InputPacer | None) -> float | None:
+        """When to ask the kernel next whether the command waits for input (None: not now:
+        no pacer, the command has not started, or this kernel does not say)."""
+        if pacer is None or p.start is None or self._shell_pid is None:
+            return None
+        if self._input_watch.unsupported:
+            return None
+        return pacer.due_at(self._last_output)
+
+    def _waits_for_input(self, p: Pending, pacer: InputPacer) -> bool:
+        """Ask, if it is time, whether the command's program waits for terminal input; yes
+        only when nothing arrived meanwhile (what it wrote before blocking is in the log)."""
+        ask_at = self._input_ask_at(p, pacer)
+        shell = self._shell_pid
+        if ask_at is None or shell is None or time.monotonic() < ask_at:
+            return False
+        before = self._last_output
+        verdict = self._input_watch.ask(shell)
+        pacer.asked(before, time.monotonic())
+        if verdict not in ("input", "shell"):
+            return False
+        # the shell in front may be back at its prompt, its end marker still on the way
+        settle = SHELL_CONFIRM_S if verdict == "shell" else SETTLE_S
+        if self.wait_done(settle) or self._last_output != before:
+            return False
+        return verdict == "input" or self._input_watch.ask(shell) == "shell"
 
     def _container_gone(self) -> bool:
         """Whether the engine says the session's container no longer runs (one inspect)."""

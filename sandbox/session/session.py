@@ -31,11 +31,13 @@ from sandbox.errors import (
 )
 from sandbox.models import Destroyed
 from sandbox.session.commands import CommandsMixin, ProgressFn
+from sandbox.session.input_watch import InputWatch
 from sandbox.session.output import OutputFn
 from sandbox.session.read_budget import ReadBudget
 from sandbox.session.state import Pending, SessionSpec, now_iso
 from sandbox.session.views import ViewsMixin
 from sandbox.shell import durable
+from sandbox.shell.input_wait import WATCH_SCRIPT
 from sandbox.shell.markers import (
     SHELL_ARGV,
     Marker,
@@ -105,6 +107,7 @@ class Session(ViewsMixin, CommandsMixin):
         # (start, end, replacement): where the screen shows the command instead of our line
         self._echoes: collections.deque[tuple[int, int, bytes]] = collections.deque(maxlen=256)
         self._screen = LazyScreen(self.rows, self.cols)
+        self._input_watch = InputWatch(self._open_input_watch, self.id)
         self._channel: ExecChannel | None = None
         self._generation = 0
         self._alive = False
@@ -222,6 +225,17 @@ class Session(ViewsMixin, CommandsMixin):
                     + (f"; it printed: {tail.strip()[-500:]}" if tail.strip() else ""),
                     hint="Is bash installed in the image? The session image has it.",
                 )
+
+    def _open_input_watch(self) -> ExecChannel:
+        return self.backend.exec_attach(
+            self.container_id,
+            ["bash", "-c", WATCH_SCRIPT],
+            user=self.spec.user,
+            env={},
+            workdir=self.spec.workdir,
+            rows=self.rows,
+            cols=self.cols,
+        )
 
     def _start_tmux(self, argv: list[str], env: dict[str, str]) -> None:
         user = self.spec.user
@@ -425,6 +439,7 @@ class Session(ViewsMixin, CommandsMixin):
     def close(self) -> Destroyed:
         """Stop the shell and release local resources (the manager removes the container)."""
         self._destroyed = True
+        self._input_watch.close()
         channel = self._channel
         if channel is not None:
             channel.close()

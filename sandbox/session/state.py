@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from sandbox.backends.base import Backend, ExecChannel
 from sandbox.errors import SessionExitedError
 from sandbox.models import Limits
+from sandbox.session.input_watch import InputWatch
 from sandbox.terminal.rawlog import RawLog
 from sandbox.terminal.recording import CastRecorder
 from sandbox.terminal.stream import LazyScreen, StreamScanner
@@ -117,6 +118,7 @@ class SessionState:
     _lost_prompt: int | None
     _revivable: bool  # the login shell ended but its container runs: execute starts a new one
     _idle_bytes: int  # output while no command ran (a background job writing to the terminal)
+    _input_watch: InputWatch  # asks the kernel whether the foreground program waits for input
 
     def reset(self) -> None:
         """Kill the container, start it again and reopen the shell (see ``Session``)."""

@@ -1,0 +1,155 @@
+"""A session's second, long-lived exec that tells whether its foreground program waits for
+terminal input (``sandbox.shell.input_wait``), and the pacing of those questions while an
+``execute`` waits.
+
+The exec is opened on first need, in a thread, so that its start overlaps the program's own;
+until it answers, and wherever the kernel does not say (gVisor), ``execute`` keeps the silence
+rule alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from sandbox.backends.base import ExecChannel
+from sandbox.errors import SandboxError
+from sandbox.shell.input_wait import Verdict, parse_answer
+
+log = logging.getLogger(__name__)
+
+ANSWER_TIMEOUT_S = 0.5
+QUIET_BEFORE_ASK_S = 0.005  # ask once output has paused this long
+SETTLE_S = 0.005  # after "input": bytes the program wrote before it blocked are still arriving
+SHELL_CONFIRM_S = 0.1  # the shell in front may be at its prompt: its end marker is on the way
+BACKOFF_S = (0.03, 0.06, 0.12, 0.25, 0.5)  # while quiet and not waiting, ask less and less often
+
+
+class InputWatch:
+    """The watcher exec of one session. Thread-safe; ``ask`` never raises."""
+
+    def __init__(self, open_channel: Callable[[], ExecChannel], name: str) -> None:
+        self._open_channel = open_channel
+        self._name = name
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._channel: ExecChannel | None = None
+        self._opening = False
+        self._closed = False
+        self._seq = 0
+        self._answers: dict[int, Verdict] = {}
+        self._unsupported = False
+
+    def start(self) -> None:
+        """Open the watcher in the background unless it is open, opening, or cannot say."""
+        with self._lock:
+            if self._channel is not None or self._opening or self._closed or self._unsupported:
+                return
+            self._opening = True
+        threading.Thread(target=self._open, name=f"sandbox-input-{self._name}", daemon=True).start()
+
+    def _open(self) -> None:
+        try:
+            channel = self._open_channel()
+        except SandboxError as exc:
+            log.debug("session %s: no input watcher: %s", self._name, exc.message)
+            channel = None
+        with self._cond:
+            self._opening = False
+            if channel is None or self._closed:
+                self._unsupported = channel is None
+                if channel is not None:
+                    channel.close()
+                return
+            self._channel = channel
+            self._cond.notify_all()
+        self._read(channel)
+
+    def _read(self, channel: ExecChannel) -> None:
+        buffer = b""
+        while True:
+            try:
+                data = channel.read(4096)
+            except (OSError, SandboxError):
+                data = b""
+            if not data:
+                break
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            with self._cond:
+                for line in lines:
+                    answer = parse_answer(line.decode("ascii", "replace"))
+                    if answer is not None:
+                        self._answers[answer[0]] = answer[1]
+                self._cond.notify_all()
+        with self._cond:
+            if self._channel is channel:
+                self._channel = None  # reopened on next need (a reset container ended it)
+            self._cond.notify_all()
+
+    def ask(self, shell_pid: int) -> Verdict | None:
+        """What the kernel says of the foreground program (None: no watcher yet, no answer)."""
+        with self._cond:
+            channel = self._channel
+            if channel is None or self._unsupported:
+                return None
+            self._seq += 1
+            seq = self._seq
+        try:
+            channel.write(f"{seq} {int(shell_pid)}\n".encode())
+        except SandboxError:
+            return None
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+        with self._cond:
+            while seq not in self._answers and self._channel is channel:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+            verdict = self._answers.pop(seq, None)
+            self._answers.clear()  # late answers to questions given up on
+            if verdict == "unknown":
+                self._unsupported = True  # this kernel does not say: stop asking
+                log.info(
+                    "session %s: the kernel does not say who reads the terminal "
+                    "(gVisor?): idle returns go by silence alone",
+                    self._name,
+                )
+            return verdict
+
+    @property
+    def unsupported(self) -> bool:
+        return self._unsupported
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            with contextlib.suppress(SandboxError, OSError):
+                channel.close()
+
+
+class InputPacer:
+    """When one waiting ``execute`` asks next: after output pauses, then backing off while the
+    program stays quiet and not waiting (fresh output starts over)."""
+
+    def __init__(self) -> None:
+        self._asked_output = -1.0  # the last-output time seen at the last question
+        self._tries = 0
+        self._next = 0.0
+
+    def due_at(self, last_output: float) -> float:
+        """The monotonic time of the next question, given when output last arrived."""
+        if last_output != self._asked_output:
+            return last_output + QUIET_BEFORE_ASK_S
+        return self._next
+
+    def asked(self, last_output: float, now: float) -> None:
+        if last_output != self._asked_output:
+            self._asked_output, self._tries = last_output, 0
+        self._next = now + BACKOFF_S[min(self._tries, len(BACKOFF_S) - 1)]
+        self._tries += 1
