@@ -90,7 +90,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 ToolContext = Context[Any, Any]
-ToolBody = Callable[[Any, ToolContext], Awaitable[BaseModel | dict[str, Any]]]
+ToolBody = Callable[[Any, ToolContext | None], Awaitable[BaseModel | dict[str, Any]]]
+ToolRunner = Callable[[dict[str, Any], ToolContext | None], Awaitable[CallToolResult]]
 
 POLL_S = 0.01
 LOCAL_CLIENT = "local"  # stdio, in-memory: the one client of this server
@@ -108,7 +109,9 @@ def client_of(headers: Mapping[str, str] | None, tokens: Sequence[str]) -> str:
     return ANONYMOUS_CLIENT
 
 
-def _headers(ctx: ToolContext) -> Mapping[str, str] | None:
+def _headers(ctx: ToolContext | None) -> Mapping[str, str] | None:
+    if ctx is None:  # the stdio fast path: the local client
+        return None
     try:
         return ctx.headers
     except ValueError:  # outside a request
@@ -153,11 +156,12 @@ class ToolSpec:
     annotations: ToolAnnotations
 
 
-def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | None = None) -> Tool:
-    """An SDK ``Tool`` whose body gets validated arguments and fails the contract's way."""
+def tool_runner(spec: ToolSpec) -> ToolRunner:
+    """The tool's body behind argument validation, failing the contract's way (no context:
+    the stdio fast path, ``sandbox.mcp.stdio_fast``)."""
     name, model = spec.name, spec.input_model
 
-    async def handler(arguments: dict[str, Any], ctx: ToolContext) -> CallToolResult:
+    async def handler(arguments: dict[str, Any], ctx: ToolContext | None) -> CallToolResult:
         try:
             try:
                 args = model.model_validate(arguments)
@@ -178,13 +182,23 @@ def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | N
         data = result if isinstance(result, dict) else result.model_dump(mode="json")
         return ok_result(data)
 
-    parameters = model.model_json_schema()
+    return handler
+
+
+def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | None = None) -> Tool:
+    """An SDK ``Tool`` whose body gets validated arguments and fails the contract's way."""
+    handler = tool_runner(spec)
+
+    async def fn(arguments: dict[str, Any], ctx: ToolContext) -> CallToolResult:
+        return await handler(arguments, ctx)
+
+    parameters = spec.input_model.model_json_schema()
     for field, extra in (schema_patch or {}).items():
         parameters["properties"][field].update(extra)
     return Tool(
-        fn=handler,
-        name=name,
-        title=TITLES[name],
+        fn=fn,
+        name=spec.name,
+        title=TITLES[spec.name],
         description=description,
         parameters=parameters,
         fn_metadata=FuncMetadata(arg_model=_RawArguments, output_model=spec.output_model),
@@ -236,14 +250,14 @@ class Tools:
         self._quota_lock = threading.Lock()
 
     # -- clients: quotas and ownership ------------------------------------------------------
-    def client(self, ctx: ToolContext) -> str:
+    def client(self, ctx: ToolContext | None) -> str:
         return client_of(_headers(ctx), self.config.all_tokens)
 
     def _visible(self, client: str, session_id: str) -> bool:
         owner = self._owners.get(session_id)
         return client == LOCAL_CLIENT or owner is None or owner == client
 
-    def session(self, ctx: ToolContext, session_id: str) -> Session:
+    def session(self, ctx: ToolContext | None, session_id: str) -> Session:
         """The session, if this client may use it (another token's is not found)."""
         if not self._visible(self.client(ctx), session_id):
             raise SessionNotFoundError(
@@ -308,32 +322,38 @@ class Tools:
             )
 
     # -- sessions ----------------------------------------------------------------------------
-    async def session_create(self, args: SessionCreateInput, ctx: ToolContext) -> SessionCreated:
+    async def session_create(
+        self, args: SessionCreateInput, ctx: ToolContext | None
+    ) -> SessionCreated:
         return await self._run(partial(self._create, self.client(ctx), args))
 
-    async def session_list(self, args: NoInput, ctx: ToolContext) -> SessionList:
+    async def session_list(self, args: NoInput, ctx: ToolContext | None) -> SessionList:
         listed = await self._run(self.manager.list_sessions)
         client = self.client(ctx)
         mine = [s for s in listed.sessions if self._visible(client, s.session_id)]
         return SessionList(sessions=mine, count=len(mine))
 
-    async def session_info(self, args: SessionInput, ctx: ToolContext) -> SessionInfo:
+    async def session_info(self, args: SessionInput, ctx: ToolContext | None) -> SessionInfo:
         self.session(ctx, args.session_id)
         return await self._run(partial(self.manager.info, args.session_id))
 
-    async def session_destroy(self, args: SessionDestroyInput, ctx: ToolContext) -> Destroyed:
+    async def session_destroy(
+        self, args: SessionDestroyInput, ctx: ToolContext | None
+    ) -> Destroyed:
         self.session(ctx, args.session_id)
         return await self._run(partial(self.manager.destroy, args.session_id, force=args.force))
 
-    async def server_info(self, args: NoInput, ctx: ToolContext) -> ServerInfo:
+    async def server_info(self, args: NoInput, ctx: ToolContext | None) -> ServerInfo:
         return await self._run(self.manager.server_info)
 
     # -- execute -----------------------------------------------------------------------------
-    async def execute(self, args: ExecuteInput, ctx: ToolContext) -> ExecResult:
+    async def execute(self, args: ExecuteInput, ctx: ToolContext | None) -> ExecResult:
         cancel = threading.Event()
         loop = anyio.lowlevel.current_token()
 
         def progress(elapsed: float, line: str) -> None:  # engine thread, about once a second
+            if ctx is None:  # no progress token: nothing to report to
+                return
             with contextlib.suppress(Exception):
                 anyio.from_thread.run(_report_progress, ctx, elapsed, line, token=loop)
 
@@ -389,7 +409,7 @@ class Tools:
             raise
 
     # -- terminal ----------------------------------------------------------------------------
-    async def send(self, args: SendInput, ctx: ToolContext) -> dict[str, Any]:
+    async def send(self, args: SendInput, ctx: ToolContext | None) -> dict[str, Any]:
         self._max_ms("wait_ms", args.wait_ms)
         session = self.session(ctx, args.session_id)
         return await self._run(partial(self._send, session, args), abandon=True)
@@ -401,7 +421,7 @@ class Tools:
         )
         return sent.model_dump(mode="json", exclude_none=True)
 
-    async def read(self, args: ReadInput, ctx: ToolContext) -> ReadResult:
+    async def read(self, args: ReadInput, ctx: ToolContext | None) -> ReadResult:
         self._max_ms("timeout_ms", args.timeout_ms)
         session = self.session(ctx, args.session_id)
         return await self._run(
@@ -418,15 +438,15 @@ class Tools:
             abandon=True,
         )
 
-    async def signal(self, args: SignalInput, ctx: ToolContext) -> SignalResult:
+    async def signal(self, args: SignalInput, ctx: ToolContext | None) -> SignalResult:
         session = self.session(ctx, args.session_id)
         return await self._run(partial(session.signal, args.signal, escalate_=args.escalate))
 
-    async def resize(self, args: ResizeInput, ctx: ToolContext) -> ResizeResult:
+    async def resize(self, args: ResizeInput, ctx: ToolContext | None) -> ResizeResult:
         session = self.session(ctx, args.session_id)
         return await self._run(partial(session.resize, args.rows, args.cols))
 
-    async def read_log(self, args: ReadLogInput, ctx: ToolContext) -> LogChunk:
+    async def read_log(self, args: ReadLogInput, ctx: ToolContext | None) -> LogChunk:
         session = self.session(ctx, args.session_id)
         # An agent never gets raw terminal strings (titles, OSC 52, DCS): see SECURITY.md.
         return await self._run(
@@ -463,6 +483,13 @@ class Tools:
 
 def build_server(config: SandboxConfig, manager: SessionManager | None = None) -> MCPServer[Any]:
     """The MCP server for ``manager`` (created, and closed when the server stops, if omitted)."""
+    return build_server_and_runners(config, manager)[0]
+
+
+def build_server_and_runners(
+    config: SandboxConfig, manager: SessionManager | None = None
+) -> tuple[MCPServer[Any], dict[str, ToolRunner]]:
+    """``build_server``, and each tool's runner over the same state (the stdio fast path)."""
     owned = manager is None
     if manager is None:
         from sandbox.session.manager import SessionManager
@@ -487,9 +514,10 @@ def build_server(config: SandboxConfig, manager: SessionManager | None = None) -
         )
         for name, text in DESCRIPTIONS.items()
     }
-    registered = [make_tool(s, described[s.name], patches.get(s.name)) for s in tools.specs()]
+    specs = tools.specs()
+    registered = [make_tool(s, described[s.name], patches.get(s.name)) for s in specs]
     lifespan = _closing_lifespan(manager) if owned else None
-    return MCPServer(
+    server = MCPServer(
         "sandbox",
         title="sandbox",
         instructions=INSTRUCTIONS,
@@ -498,6 +526,7 @@ def build_server(config: SandboxConfig, manager: SessionManager | None = None) -
         lifespan=lifespan,
         log_level="WARNING",
     )
+    return server, {s.name: tool_runner(s) for s in specs}
 
 
 def _closing_lifespan(
