@@ -26,6 +26,7 @@ QUIET_BEFORE_ASK_S = 0.005  # ask once output has paused this long
 SETTLE_S = 0.005  # after "input": bytes the program wrote before it blocked are still arriving
 SHELL_CONFIRM_S = 0.1  # the shell in front may be at its prompt: its end marker is on the way
 BACKOFF_S = (0.03, 0.06, 0.12, 0.25, 0.5)  # while quiet and not waiting, ask less and less often
+RETRY_OPEN_S = 5.0  # after the watcher could not start (a container being reset, the pids limit)
 
 
 class InputWatch:
@@ -42,11 +43,14 @@ class InputWatch:
         self._seq = 0
         self._answers: dict[int, Verdict] = {}
         self._unsupported = False
+        self._failed_at = -RETRY_OPEN_S
 
     def start(self) -> None:
         """Open the watcher in the background unless it is open, opening, or cannot say."""
         with self._lock:
             if self._channel is not None or self._opening or self._closed or self._unsupported:
+                return
+            if time.monotonic() - self._failed_at < RETRY_OPEN_S:
                 return
             self._opening = True
         threading.Thread(target=self._open, name=f"sandbox-input-{self._name}", daemon=True).start()
@@ -60,8 +64,9 @@ class InputWatch:
         with self._cond:
             self._opening = False
             if channel is None or self._closed:
-                self._unsupported = channel is None
-                if channel is not None:
+                if channel is None:
+                    self._failed_at = time.monotonic()
+                else:
                     channel.close()
                 return
             self._channel = channel
@@ -85,6 +90,8 @@ class InputWatch:
                     if answer is not None:
                         self._answers[answer[0]] = answer[1]
                 self._cond.notify_all()
+        with contextlib.suppress(SandboxError, OSError):
+            channel.close()
         with self._cond:
             if self._channel is channel:
                 self._channel = None  # reopened on next need (a reset container ended it)

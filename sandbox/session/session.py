@@ -427,6 +427,7 @@ class Session(ViewsMixin, CommandsMixin):
     def detach(self) -> None:
         """Let go of a durable session's shell without ending it (server shutdown, idle TTL):
         tmux keeps it running; the log stays readable here."""
+        self._input_watch.close()
         channel = self._channel
         with self._cond:
             self._generation += 1  # the reader's end is not the shell's
