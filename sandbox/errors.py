@@ -17,7 +17,7 @@ field of an MCP error result) and a hint saying what to do next::
     └── InternalError                              INTERNAL
 
 A command that fails or times out is never an exception: it is data in ``ExecResult``.
-Docker's own exceptions are translated in one place, ``sandbox.backends.docker.translate``.
+Docker's own exceptions are translated in one place, ``sandbox.backends.docker_errors.translate``.
 """
 
 from __future__ import annotations

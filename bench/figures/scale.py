@@ -28,7 +28,8 @@ from bench.env import rss_bytes
 from bench.figures.common import open_session, timed_execute
 from bench.floor import RawShell, remove_container, start_floor_container
 from bench.stats import Row, compare, judge
-from sandbox.session.session import UNATTENDED_BURST, Session
+from sandbox.session.session import Session
+from sandbox.session.shell_link import UNATTENDED_BURST
 
 FLOODS = {
     "yes": "timeout 900 yes",

@@ -1,7 +1,8 @@
 """Container engines, reduced to what sessions need (``base.Backend``, the one seam).
 
 ``docker`` speaks the Docker API (Docker Engine, Docker Desktop, and Podman's compatible
-service, whose differences are in ``podman``); ``fake`` runs "containers" as host processes for
+service, whose differences are in ``podman``), with its errors translated in ``docker_errors``
+and its execs in ``docker_exec``; ``fake`` runs "containers" as host processes for
 unit tests. ``connect()`` is how everything else gets the engine of the environment
 (``DOCKER_HOST``); code asks a backend's capabilities (``Backend.isolated``,
 ``Backend.sets_fsize_ulimit``), never its class.

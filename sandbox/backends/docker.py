@@ -1,31 +1,23 @@
 """The Docker (and Podman-compatible) engine backend, over docker-py.
 
-Docker's exceptions are translated to ``SandboxError``s in exactly one place, ``translate``.
-Idempotent control-plane calls (inspect, list, remove, info) are retried with tenacity on
-connection errors and 5xx; exec writes and container creation never are.
+Docker's exceptions become ``SandboxError``s in ``docker_errors`` (one place, ``translate``,
+which also retries idempotent calls); the attached shell channel and control-command output
+are in ``docker_exec``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import docker
 import docker.errors
 import requests.exceptions
 from docker.types import Ulimit
-from tenacity import (
-    retry,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
 
 from sandbox.backends import podman as podman_dialect
 from sandbox.backends.base import (
@@ -34,209 +26,19 @@ from sandbox.backends.base import (
     EngineDescription,
     RunResult,
 )
+from sandbox.backends.docker_errors import explain, retry_transient, translate, translated
+from sandbox.backends.docker_exec import DockerExecChannel, read_frames
 from sandbox.errors import (
-    EngineError,
-    EngineUnavailableError,
     ImageNotFoundError,
     InternalError,
-    InvalidArgumentError,
     SandboxError,
-    SessionNotFoundError,
 )
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-T = TypeVar("T")
 
 # Detach keys nobody types: the default ctrl-p,ctrl-q would detach and kill the exec.
 DETACH_KEYS = "ctrl-^,ctrl-_,ctrl-^,ctrl-_,ctrl-^"
-
-
-def translate(exc: BaseException, *, what: str = "") -> SandboxError:
-    """The one place where docker / requests errors become ``SandboxError``s."""
-    prefix = f"{what}: " if what else ""
-    if isinstance(exc, SandboxError):
-        return exc
-    if isinstance(exc, docker.errors.ImageNotFound):
-        return ImageNotFoundError(f"{prefix}image not found: {_explain(exc)}")
-    if isinstance(exc, docker.errors.NotFound):
-        return SessionNotFoundError(f"{prefix}container not found: {_explain(exc)}")
-    if isinstance(exc, docker.errors.APIError):
-        status = exc.status_code or 0
-        if status == 409 and "is not running" in _explain(exc):
-            return SessionNotFoundError(f"{prefix}container is not running: {_explain(exc)}")
-        if 400 <= status < 500:
-            return InvalidArgumentError(f"{prefix}the engine refused: {_explain(exc)}")
-        return EngineUnavailableError(
-            f"{prefix}engine error {status}: {_explain(exc)}", hint=refusal_hint(_explain(exc))
-        )
-    if isinstance(
-        exc,
-        requests.exceptions.ConnectionError
-        | requests.exceptions.Timeout
-        | ConnectionError
-        | socket.timeout
-        | docker.errors.DockerException,
-    ):
-        return EngineUnavailableError(f"{prefix}the container engine does not answer: {exc}")
-    return InternalError(f"{prefix}{type(exc).__name__}: {exc}")
-
-
-def refusal_hint(explanation: str) -> str:
-    """What to do when the engine answered but could not run the container (it is up: the
-    connection is not the problem)."""
-    text = explanation.lower()
-    if "rlimit" in text:
-        return (
-            "The engine's default ulimits exceed this machine's hard limits (Podman: its "
-            "defaults are above `ulimit -Hn`). Set default_ulimits in "
-            '/etc/containers/containers.conf, e.g. ["nofile=20000:20000", "nproc=4096:4096"] '
-            "with values at or below `ulimit -Hn` / `ulimit -Hu`, then restart the Podman "
-            "service; `sandbox doctor` checks it."
-        )
-    if "catatonit" in text or "init binary" in text or "podman-init" in text:
-        return (
-            "Podman needs catatonit for a container's init (sessions run with --init): install "
-            "it (Debian/Ubuntu: apt-get install catatonit; Fedora: dnf install catatonit)."
-        )
-    return (
-        "The engine answered but could not run the container; its message above says why. "
-        "`sandbox doctor` starts a container with the sessions' exact options and names the fix."
-    )
-
-
-def _explain(exc: docker.errors.APIError) -> str:
-    return str(exc.explanation or exc)
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, docker.errors.APIError):
-        return (exc.status_code or 0) >= 500
-    return isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout)
-
-
-_retry = retry(
-    retry=retry_if_exception(_transient),
-    stop=stop_after_attempt(4),
-    wait=wait_exponential(multiplier=0.1, max=1.0),
-    reraise=True,
-)
-
-
-def _translated(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
-    def deco(fn: Callable[P, T]) -> Callable[P, T]:
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-            try:
-                return fn(*args, **kwargs)
-            except SandboxError:
-                raise
-            except Exception as exc:
-                raise translate(exc, what=what) from exc
-
-        wrapper.__name__ = fn.__name__
-        wrapper.__doc__ = fn.__doc__
-        return wrapper
-
-    return deco
-
-
-def _read_frames(response: Any, timeout_s: float) -> bytes:
-    """The output of a non-TTY exec (the engine's multiplexed frames: 8-byte headers, then
-    stdout or stderr bytes), read until the exec ends or ``timeout_s`` passes. An exec that
-    never ends (a sandbox that died under it, a full pids limit) must not hang its caller."""
-    fp = response.raw._fp.fp
-    raw = fp.raw
-    sock: socket.socket = getattr(raw, "_sock", raw)
-    deadline = time.monotonic() + timeout_s
-    data = bytearray()
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise EngineError(
-                f"a control command did not finish within {timeout_s:g} s",
-                hint="The container may be stuck or gone; `sandbox doctor` checks the engine.",
-            )
-        sock.settimeout(remaining)
-        try:
-            chunk = fp.read1(65536)
-        except TimeoutError:
-            continue  # the deadline check above raises
-        except (OSError, ValueError):
-            break
-        if not chunk:
-            break
-        data += chunk
-    out = bytearray()
-    view = memoryview(data)
-    while len(view) >= 8:
-        size = int.from_bytes(view[4:8], "big")
-        out += view[8 : 8 + size]
-        view = view[8 + size :]
-    return bytes(out)
-
-
-class DockerExecChannel:
-    """An attached ``exec`` with a TTY, read through the HTTP response's buffered reader.
-
-    Reading ``response.raw._fp.fp`` with ``read1`` also returns bytes that arrived together
-    with the upgrade headers (reading the raw socket would lose them).
-    """
-
-    def __init__(self, api: docker.APIClient, exec_id: str, response: Any) -> None:
-        self._api = api
-        self.exec_id = exec_id
-        self._response = response
-        fp = response.raw._fp.fp
-        self._reader = fp
-        raw = fp.raw
-        self._sock: socket.socket = getattr(raw, "_sock", raw)
-        self._sock.settimeout(None)
-        self._write_lock = threading.Lock()
-        self._closed = False
-
-    def read(self, size: int = 65536) -> bytes:
-        try:
-            data: bytes = self._reader.read1(size)
-        except (OSError, ValueError):
-            return b""
-        return data
-
-    def write(self, data: bytes) -> None:
-        with self._write_lock:
-            try:
-                self._sock.sendall(data)
-            except OSError as exc:
-                raise EngineUnavailableError(
-                    f"writing to the session's shell failed: {exc}"
-                ) from exc
-
-    def resize(self, rows: int, cols: int) -> None:
-        try:
-            self._api.exec_resize(self.exec_id, height=rows, width=cols)
-        except Exception as exc:
-            raise translate(exc, what="resize") from exc
-
-    def exit_code(self) -> int | None:
-        try:
-            info = self._api.exec_inspect(self.exec_id)
-        except Exception:
-            return None
-        if info.get("Running"):
-            return None
-        code = info.get("ExitCode")
-        return int(code) if code is not None else None
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            self._sock.close()
-        with contextlib.suppress(Exception):
-            self._response.close()
 
 
 class DockerBackend:
@@ -292,7 +94,7 @@ class DockerBackend:
             options.append(f"seccomp={self._seccomp[0]}")
         return options
 
-    @_translated("creating the container")
+    @translated("creating the container")
     def create(self, spec: ContainerSpec) -> str:
         host_config = self.api.create_host_config(
             binds={
@@ -347,7 +149,7 @@ class DockerBackend:
             raise
         return cid
 
-    @_translated("opening the shell")
+    @translated("opening the shell")
     def exec_attach(
         self,
         container_id: str,
@@ -384,7 +186,7 @@ class DockerBackend:
                 channel.resize(rows, cols)
         return channel
 
-    @_translated("running a control command")
+    @translated("running a control command")
     def run(
         self,
         container_id: str,
@@ -405,7 +207,7 @@ class DockerBackend:
         )
         self.api._raise_for_status(response)
         try:
-            output = _read_frames(response, timeout_s)
+            output = read_frames(response, timeout_s)
         finally:
             with contextlib.suppress(Exception):
                 response.close()
@@ -413,26 +215,26 @@ class DockerBackend:
         code = info.get("ExitCode")
         return RunResult(exit_code=int(code) if code is not None else -1, output=output)
 
-    @_translated("creating a volume")
+    @translated("creating a volume")
     def create_volume(self, name: str, labels: dict[str, str]) -> None:
         self.api.create_volume(name=name, labels=labels)
 
-    @_translated("removing a volume")
-    @_retry
+    @translated("removing a volume")
+    @retry_transient
     def remove_volume(self, name: str) -> None:
         try:
             self.api.remove_volume(name, force=True)
         except docker.errors.NotFound:
             return
 
-    @_translated("stopping the container")
+    @translated("stopping the container")
     def stop(self, container_id: str) -> None:
         try:
             self.api.stop(container_id, timeout=2)
         except docker.errors.NotFound:
             return
 
-    @_translated("killing the container")
+    @translated("killing the container")
     def kill(self, container_id: str, signal: str = "KILL") -> None:
         try:
             self.api.kill(container_id, signal=signal)
@@ -441,20 +243,20 @@ class DockerBackend:
                 return
             raise
 
-    @_translated("restarting the container")
+    @translated("restarting the container")
     def restart(self, container_id: str) -> None:
         self.kill(container_id, "KILL")
         self.api.wait(container_id, timeout=30)
         self.api.start(container_id)
 
-    @_translated("inspecting the container")
-    @_retry
+    @translated("inspecting the container")
+    @retry_transient
     def inspect(self, container_id: str) -> ContainerState:
         data = self.api.inspect_container(container_id)
         return _state(data)
 
-    @_translated("listing containers")
-    @_retry
+    @translated("listing containers")
+    @retry_transient
     def list_containers(self, labels: dict[str, str]) -> list[ContainerState]:
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
         out: list[ContainerState] = []
@@ -473,15 +275,15 @@ class DockerBackend:
             )
         return out
 
-    @_translated("removing the container")
-    @_retry
+    @translated("removing the container")
+    @retry_transient
     def remove(self, container_id: str) -> None:
         try:
             self.api.remove_container(container_id, force=True, v=True)
         except docker.errors.NotFound:
             return
         except docker.errors.APIError as exc:
-            if exc.status_code == 409 and "already in progress" in _explain(exc):
+            if exc.status_code == 409 and "already in progress" in explain(exc):
                 return
             raise
 
@@ -503,8 +305,8 @@ class DockerBackend:
     def sets_fsize_ulimit(self) -> bool:
         return not self.is_podman
 
-    @_translated("asking the engine for its version")
-    @_retry
+    @translated("asking the engine for its version")
+    @retry_transient
     def describe(self) -> EngineDescription:
         version = self.api.version()
         info = self.api.info()
@@ -537,8 +339,8 @@ class DockerBackend:
             return ()
         return (str(name),) if name else ()
 
-    @_translated("looking up the image")
-    @_retry
+    @translated("looking up the image")
+    @retry_transient
     def image_exists(self, image: str) -> bool:
         try:
             self.api.inspect_image(image)

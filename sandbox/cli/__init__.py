@@ -2,5 +2,6 @@
 
 ``main`` parses the verbs; ``run`` runs one command in a throwaway session; ``attach`` joins a
 terminal to a session; ``inventory`` lists and cleans what the engine holds; ``doctor`` checks
-the machine; ``console`` writes to the person's terminal.
+the machine (its resource-limit probe in ``doctor_limits``, each line a ``check.Check``);
+``console`` writes to the person's terminal.
 """

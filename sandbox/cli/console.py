@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, NoReturn
 
+from sandbox.shell.markers import MARKER_PREFIX
 from sandbox.terminal.transcript import clean_transcript, complete_prefix, sanitize_terminal
 
 __all__ = [
@@ -43,11 +44,10 @@ __all__ = [
     "terminal_size",
 ]
 
-_MARKER = rb"\x1b\]777;sb;[^\x07\x1b]{0,96}(?:\x07|\x1b\\)"
+_MARKER = re.escape(MARKER_PREFIX) + rb"[^\x07\x1b]{0,96}(?:\x07|\x1b\\)"
 _QUERY = rb"\x1b\[(?:\??6n|0?c|>0?c)"
 _MARKERS_ONLY = re.compile(_MARKER)
 _MARKERS_AND_QUERIES = re.compile(_MARKER + b"|" + _QUERY)
-_MARKER_PREFIX = b"\x1b]777;sb;"
 _PARTIAL_CSI = re.compile(rb"\x1b(?:\[[0-9;?>]*)?")
 _HOLD_LIMIT = 128
 
@@ -95,9 +95,9 @@ def _incomplete_tail(data: bytes) -> int:
     if esc < 0:
         return len(data)
     tail = data[esc:]
-    if tail.startswith(_MARKER_PREFIX):
+    if tail.startswith(MARKER_PREFIX):
         return len(data) if b"\x07" in tail or b"\x1b" in tail[1:] else esc
-    if _MARKER_PREFIX.startswith(tail) or _PARTIAL_CSI.fullmatch(tail):
+    if MARKER_PREFIX.startswith(tail) or _PARTIAL_CSI.fullmatch(tail):
         return esc
     return len(data)
 

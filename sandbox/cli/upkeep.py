@@ -97,7 +97,8 @@ def gc_verb(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def doctor_verb(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from sandbox.cli.doctor import exit_code, run_checks
+    from sandbox.cli.check import exit_code
+    from sandbox.cli.doctor import run_checks
 
     checks = []
     for check in run_checks():

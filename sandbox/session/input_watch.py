@@ -17,7 +17,9 @@ from collections.abc import Callable
 
 from sandbox.backends.base import ExecChannel
 from sandbox.errors import SandboxError
-from sandbox.shell.input_wait import Verdict, parse_answer
+from sandbox.session.shell_link import ShellLink
+from sandbox.shell.input_wait import WATCH_SCRIPT, Verdict, parse_answer
+from sandbox.shell.tracker import Pending
 
 log = logging.getLogger(__name__)
 
@@ -160,3 +162,54 @@ class InputPacer:
             self._asked_output, self._tries = last_output, 0
         self._next = now + BACKOFF_S[min(self._tries, len(BACKOFF_S) - 1)]
         self._tries += 1
+
+
+def open_watcher(link: ShellLink) -> ExecChannel:
+    """Start the watcher exec in ``link``'s container, as the shell's user."""
+    return link.backend.exec_attach(
+        link.container_id,
+        ["bash", "-c", WATCH_SCRIPT],
+        user=link.spec.user,
+        env={},
+        workdir=link.spec.workdir,
+        rows=link.spec.rows,
+        cols=link.spec.cols,
+    )
+
+
+class InputCheck:
+    """For one waiting ``execute``: whether it is time to ask, and whether its program waits
+    for terminal input (only when nothing arrived meanwhile: what it wrote before blocking
+    is then in the log)."""
+
+    def __init__(
+        self, watch: InputWatch, link: ShellLink, wait_done: Callable[[float], bool]
+    ) -> None:
+        self._watch = watch
+        self._link = link
+        self._wait_done = wait_done  # True once the command ended (within the given seconds)
+        self._pacer = InputPacer()
+        watch.start()
+
+    def ask_at(self, p: Pending) -> float | None:
+        """When to ask next (None: the command has not started, or this kernel cannot say)."""
+        if p.start is None or self._link.tracker.shell_pid is None or self._watch.unsupported:
+            return None
+        return self._pacer.due_at(self._link.last_output)
+
+    def waits(self, p: Pending) -> bool:
+        """Ask, if it is time, whether the command's program waits for terminal input."""
+        ask_at = self.ask_at(p)
+        shell = self._link.tracker.shell_pid
+        if ask_at is None or shell is None or time.monotonic() < ask_at:
+            return False
+        before = self._link.last_output
+        verdict = self._watch.ask(shell)
+        self._pacer.asked(before, time.monotonic())
+        if verdict not in ("input", "shell"):
+            return False
+        # the shell in front may be back at its prompt, its end marker still on the way
+        settle = SHELL_CONFIRM_S if verdict == "shell" else SETTLE_S
+        if self._wait_done(settle) or self._link.last_output != before:
+            return False
+        return verdict == "input" or self._watch.ask(shell) == "shell"

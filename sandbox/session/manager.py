@@ -10,17 +10,12 @@ of a server that is gone.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import logging
-import os
-import secrets
 import shlex
 import shutil
 import threading
 from collections.abc import Callable
-from pathlib import Path
-from typing import IO
+from typing import Unpack
 
 from sandbox.backends.base import Backend, ContainerState
 from sandbox.config import (
@@ -53,18 +48,16 @@ from sandbox.models import (
     SessionInfo,
     SessionList,
 )
-from sandbox.session.image import ensure_session_image
+from sandbox.session.factory import SessionFactory
 from sandbox.session.paths import resolve_project_path
 from sandbox.session.pool import WarmPool
 from sandbox.session.profile import (
     Blueprint,
-    container_spec,
-    session_spec,
     spec_from_label,
-    volume_name,
 )
 from sandbox.session.profile import blueprint as make_blueprint
-from sandbox.session.session import OutputFn, ProgressFn, Session, SessionSpec, now_iso
+from sandbox.session.server_locks import ServerLocks
+from sandbox.session.session import ExecKeywords, Session, now_iso
 from sandbox.shell.durable import attach_command as durable_attach_command
 from sandbox.version import __version__
 
@@ -89,70 +82,33 @@ class SessionManager:
         self.config = config
         self.backend = backend
         self.instance_id = instance_id or new_instance_id()
-        self._on_build_line = on_build_line
+        self.factory = SessionFactory(config, backend, self.instance_id, on_build_line)
         self._sessions: dict[str, Session] = {}
         self._reserved = 0
         self._lock = threading.Lock()
         self._closed = False
-        self._server_lock: IO[str] | None = None
-        self._owner_lock: IO[str] | None = None
-        self._take_server_lock()
+        self.locks = ServerLocks(config.state_dir / "servers", self.instance_id, config.owner)
+        self.locks.take_server_lock()
         self._pool: WarmPool | None = None
         if config.warm_pool > 0:
-            self._pool = WarmPool(config.warm_pool, build=self._build, discard=self._discard)
+            self._pool = WarmPool(
+                config.warm_pool, build=self.factory.build, discard=self.factory.discard
+            )
         self._stop_reaper = threading.Event()
         if config.idle_ttl_s > 0:
             threading.Thread(target=self._reap, daemon=True, name="sandbox-reaper").start()
 
     # -- server identity -----------------------------------------------------------------
-    @property
-    def servers_dir(self) -> Path:
-        return self.config.state_dir / "servers"
-
-    def _take_server_lock(self) -> None:
-        self.servers_dir.mkdir(parents=True, exist_ok=True)
-        path = self.servers_dir / f"{self.instance_id}.lock"
-        handle = path.open("w")
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._server_lock = handle
-
     def server_alive(self, instance_id: str) -> bool | None:
         """True/False for servers that use our state dir; None when we cannot know."""
-        if instance_id == self.instance_id:
-            return True
-        path = self.servers_dir / f"{instance_id}.lock"
-        if not path.exists():
-            return None
-        with path.open("a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
-
-    def _take_owner_lock(self) -> bool:
-        """One server at a time adopts an owner's durable sessions."""
-        if self._owner_lock is not None:
-            return True
-        digest = hashlib.sha256(self.config.owner.encode()).hexdigest()[:16]
-        handle = (self.servers_dir / f"owner-{digest}.lock").open("a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            return False
-        self._owner_lock = handle
-        return True
+        return self.locks.alive(instance_id)
 
     def adopt_durable(self) -> list[str]:
         """Reattach to this owner's running durable sessions (after a server restart).
 
         Their shells, processes and logs are intact; the log continues at the same offsets,
         with what was printed while no server ran. Returns the adopted session ids."""
-        if not self._take_owner_lock():
+        if not self.locks.take_owner_lock():
             log.info("another server of owner %r holds its durable sessions", self.config.owner)
             return []
         labels = {LABEL_MANAGED: "true", LABEL_OWNER: self.config.owner, LABEL_DURABLE: "true"}
@@ -165,7 +121,7 @@ class SessionManager:
             if spec is None:
                 log.warning("durable container %s has no readable spec label", state.id[:12])
                 continue
-            session = self._session(spec, state.id)
+            session = self.factory.wrap(spec, state.id)
             try:
                 session.open_shell(adopt=True)
             except SandboxError as exc:
@@ -209,7 +165,7 @@ class SessionManager:
         try:
             session = self._take_warm(blueprint, request.rows, request.cols)
             if session is None:
-                session = self._build(blueprint, request.rows, request.cols)
+                session = self.factory.build(blueprint, request.rows, request.cols)
             with self._lock:
                 self._sessions[session.id] = session
             if self._pool is not None:
@@ -234,69 +190,12 @@ class SessionManager:
                     session.resize(rows, cols)
             except SandboxError as exc:
                 log.info("warm session %s was unusable (%s): discarded", session.id, exc)
-                self._discard(session)
+                self.factory.discard(session)
                 continue
             session.spec.created_at = now_iso()
             session.last_activity_at = session.spec.created_at
             return session
         return None
-
-    def _build(self, bp: Blueprint, rows: int = 24, cols: int = 80) -> Session:
-        """Start a session's container and shell (cold); clean up everything on failure."""
-        ensure_session_image(self.backend, bp.image, self._on_build_line)
-        sid = secrets.token_hex(6)
-        spec = session_spec(bp, sid, rows, cols)
-        if spec.durable:
-            self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
-        try:
-            cid = self.backend.create(container_spec(self.config, self.instance_id, spec))
-        except BaseException:
-            if spec.durable:
-                self._remove_volume(sid)
-            raise
-        session = self._session(spec, cid)
-        try:
-            session.open_shell()
-        except BaseException:
-            self._discard(session)
-            raise
-        return session
-
-    def _discard(self, session: Session) -> None:
-        """Remove a session that was never (or is no longer) registered."""
-        session.close()
-        self._remove_container(session.container_id)
-        if session.spec.durable:
-            self._remove_volume(session.id)
-        shutil.rmtree(self.session_dir(session.id), ignore_errors=True)
-
-    def _session(self, spec: SessionSpec, container_id: str) -> Session:
-        return Session(
-            spec,
-            backend=self.backend,
-            container_id=container_id,
-            log_path=self.session_dir(spec.session_id) / "raw.log",
-            log_max_bytes=self.config.log_max_bytes,
-            execute_max_bytes=self.config.execute_max_bytes,
-            unattended_rate=self.config.unattended_rate_kib * 1024,
-            record=self.config.record,
-        )
-
-    def _volume_labels(self, session_id: str) -> dict[str, str]:
-        return {
-            LABEL_MANAGED: "true",
-            LABEL_SESSION: session_id,
-            LABEL_OWNER: self.config.owner,
-        }
-
-    def _remove_volume(self, session_id: str) -> None:
-        try:
-            self.backend.remove_volume(volume_name(session_id))
-        except SandboxError as exc:
-            log.warning("could not remove the volume of session %s: %s", session_id, exc)
-
-    def session_dir(self, session_id: str) -> Path:
-        return self.config.state_dir / "sessions" / session_id
 
     # -- lookup ----------------------------------------------------------------------------
     def get(self, session_id: str) -> Session:
@@ -355,13 +254,7 @@ class SessionManager:
         project_path: str | None = None,
         name: str | None = None,
         timeout_s: float | None = None,
-        idle_timeout_s: float | None = None,
-        background: bool = False,
-        max_lines: int = 200,
-        strip_ansi: bool = True,
-        progress: ProgressFn | None = None,
-        cancel: threading.Event | None = None,
-        on_output: OutputFn | None = None,
+        **options: Unpack[ExecKeywords],
     ) -> ExecResult:
         """Run ``command`` in a session, or in ``project_path``'s session (created on demand)."""
         if session_id is None and project_path is None:
@@ -378,25 +271,16 @@ class SessionManager:
                 created = self.create(CreateRequest(project_path=project_path, name=name))
                 found = self.get(created.session_id)
             session = found
+        background = options.get("background", False)
         timeout = self._timeout(timeout_s, 5.0 if background else self.config.default_timeout_s)
-        idle = None
+        idle_timeout_s = options.get("idle_timeout_s")
         if idle_timeout_s is not None:
             if idle_timeout_s <= 0:
                 raise InvalidArgumentError("idle_timeout_s must be > 0", hint="e.g. 2")
-            idle = float(idle_timeout_s)
-        if max_lines < 0:
+            options["idle_timeout_s"] = float(idle_timeout_s)
+        if options.get("max_lines", 0) < 0:
             raise InvalidArgumentError("max_lines must be >= 0", hint="e.g. 200")
-        return session.execute(
-            command,
-            timeout_s=timeout,
-            idle_timeout_s=idle,
-            background=background,
-            max_lines=max_lines,
-            strip_ansi=strip_ansi,
-            progress=progress,
-            cancel=cancel,
-            on_output=on_output,
-        )
+        return session.execute(command, timeout_s=timeout, **options)
 
     def _timeout(self, asked: float | None, default: float) -> float:
         if asked is None:
@@ -422,18 +306,12 @@ class SessionManager:
         with self._lock:
             self._sessions.pop(session_id, None)
         result = session.close()
-        self._remove_container(session.container_id)
+        self.factory.remove_container(session.container_id)
         if session.spec.durable:
-            self._remove_volume(session_id)
-        shutil.rmtree(self.session_dir(session_id), ignore_errors=True)
+            self.factory.remove_volume(session_id)
+        shutil.rmtree(self.factory.session_dir(session_id), ignore_errors=True)
         log.info("session %s destroyed", session_id)
         return result
-
-    def _remove_container(self, container_id: str) -> None:
-        try:
-            self.backend.remove(container_id)
-        except SandboxError as exc:
-            log.warning("could not remove container %s: %s", container_id[:12], exc)
 
     def close(self) -> None:
         """Destroy this server's plain sessions, leave its durable ones running for the next
@@ -452,14 +330,7 @@ class SessionManager:
                 self.destroy(session.id, force=True)
         with self._lock:
             self._sessions.clear()
-        if self._owner_lock is not None:
-            self._owner_lock.close()
-            self._owner_lock = None
-        if self._server_lock is not None:
-            self._server_lock.close()
-            with contextlib.suppress(OSError):
-                (self.servers_dir / f"{self.instance_id}.lock").unlink()
-            self._server_lock = None
+        self.locks.release()
 
     def orphans(self, owner: str | None = None) -> list[ContainerState]:
         """Managed containers whose server is gone (or that have stopped); ``owner`` limits
@@ -495,16 +366,15 @@ class SessionManager:
     def remove_orphans(self, states: list[ContainerState]) -> None:
         """Remove these containers, their logs, and the lock files of their dead servers."""
         for state in states:
-            self._remove_container(state.id)
+            self.factory.remove_container(state.id)
             sid = state.labels.get(LABEL_SESSION, "-")
             if state.labels.get(LABEL_DURABLE) == "true":
-                self._remove_volume(sid)  # the server's copy of its log stays readable
+                self.factory.remove_volume(sid)  # the server's copy of its log stays readable
             else:
-                shutil.rmtree(self.session_dir(sid), ignore_errors=True)
+                shutil.rmtree(self.factory.session_dir(sid), ignore_errors=True)
             server = state.labels.get(LABEL_SERVER)
             if server and self.server_alive(server) is False:
-                with contextlib.suppress(OSError):
-                    (self.servers_dir / f"{server}.lock").unlink()
+                self.locks.forget(server)
 
     # -- server info ---------------------------------------------------------------------------
     def server_info(self) -> ServerInfo:

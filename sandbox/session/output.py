@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from sandbox.session.state import Pending
+from sandbox.shell.tracker import Pending
 from sandbox.terminal.rawlog import RawLog
 from sandbox.terminal.stream import clean_transcript
 

@@ -41,7 +41,7 @@ from sandbox.config import (
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest, Limits
 from sandbox.session.paths import project_owner, resolve_project_path, write_access
-from sandbox.session.state import SessionSpec, now_iso
+from sandbox.session.spec import SessionSpec, now_iso
 from sandbox.shell.durable import STATE_DIR
 from sandbox.version import __version__
 

@@ -28,6 +28,7 @@ import shlex
 import threading
 
 from sandbox.backends.base import Backend, ExecChannel
+from sandbox.config import KEEPALIVE_UID
 from sandbox.errors import SessionExitedError
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,39 @@ def start_argv(
     )
     argv += [";", "pipe-pane", "-o", "-t", SESSION, pipe, ";", "wait-for", "-S", _GO]
     return argv
+
+
+def start(
+    backend: Backend,
+    container_id: str,
+    argv: list[str],
+    *,
+    user: str,
+    env: dict[str, str],
+    rows: int,
+    cols: int,
+    workdir: str,
+    log_cap: int,
+) -> None:
+    """Start the durable session's tmux running ``argv`` in the container."""
+    # A new named volume is root's on Docker and the container user's (the keepalive's) on
+    # Podman: its owner opens it to the shell's user (no capability needed for that).
+    opened = backend.run(container_id, ["chmod", "0777", STATE_DIR], user="0:0")
+    if opened.exit_code != 0:
+        keepalive = f"{KEEPALIVE_UID}:{KEEPALIVE_UID}"
+        backend.run(container_id, ["chmod", "0777", STATE_DIR], user=keepalive)
+    started = backend.run(
+        container_id,
+        start_argv(argv, rows=rows, cols=cols, workdir=workdir, log_cap=log_cap),
+        user=user,
+        env=env,
+    )
+    if started.exit_code != 0:
+        raise SessionExitedError(
+            "tmux did not start in the durable session: "
+            + started.output.decode("utf-8", "replace").strip()[-300:],
+            hint="The session image has tmux; a custom image needs tmux >= 3 for durable=true.",
+        )
 
 
 def attach_command(container_id: str, user: str) -> str:

@@ -36,7 +36,9 @@ BEL = b"\x07"
 _MAX_MARKER = 256
 
 # The rc file, passed in $SANDBOX_RC and read by bash from a pipe: nothing is typed or echoed.
-SHELL_RC = r"""
+# ``@MARK@`` is ``MARKER_PREFIX`` as printf and PS1 spell it (``RC_MARKER_PREFIX``), so the
+# prefix is written once; ``@TOKEN@`` is each shell's own.
+_RC_TEMPLATE = r"""
 unset SANDBOX_RC
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 HISTFILE="$HOME/.bash_history"
@@ -46,7 +48,7 @@ __sb_s() {
   __sb_n=$1; builtin export SANDBOX_COMMAND=$1
   local l= p=; builtin read -r l 2>/dev/null </proc/sys/kernel/ns_last_pid || :
   __sb_p
-  builtin printf '\033]777;sb;%s;S;%s%s\007' "$1" "$l" "$p"
+  builtin printf '@MARK@%s;S;%s%s\007' "$1" "$l" "$p"
 }
 __sb_p() {
   # Pids pressure, with builtins only (no fork can succeed when the pids limit is full): at 90%
@@ -81,14 +83,16 @@ __sb_p() {
   done
 }
 __sb_e() {
-  if [ -n "$__sb_n" ]; then builtin printf '\033]777;sb;%s;E;%s\007' "$__sb_n" "$1"; __sb_n=; fi
+  if [ -n "$__sb_n" ]; then builtin printf '@MARK@%s;E;%s\007' "$__sb_n" "$1"; __sb_n=; fi
 }
 PROMPT_COMMAND='__sb_e $?'
-trap 'builtin printf "\033]777;sb;exit;%s;@TOKEN@\007" "$?"' EXIT
-PS1='\[\033]0;sandbox: \w\007\]sandbox:\w\$ \[\033]777;sb;P\007\]'
+trap 'builtin printf "@MARK@exit;%s;@TOKEN@\007" "$?"' EXIT
+PS1='\[\033]0;sandbox: \w\007\]sandbox:\w\$ \[@MARK@P\007\]'
 PS2='> '
-printf '\033]777;sb;ready;%s;@TOKEN@\007' "$$"
+printf '@MARK@ready;%s;@TOKEN@\007' "$$"
 """
+RC_MARKER_PREFIX = MARKER_PREFIX.decode("ascii").replace("\x1b", "\\033")
+SHELL_RC = _RC_TEMPLATE.replace("@MARK@", RC_MARKER_PREFIX)
 
 # Run by the exec: hands the rc file to an interactive bash through fd 3 (no temp file).
 # Before the shell: its file size cap (soft and hard: it cannot raise it back; on every engine,

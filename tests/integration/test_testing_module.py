@@ -21,6 +21,7 @@ import pytest
 
 import sandbox
 import sandbox.testing
+import sandbox.testing.server
 from sandbox.config import LABEL_OWNER
 from sandbox.testing import SandboxServerContainer, SandboxToolError
 from tests.integration.conftest import ensure_server_image
@@ -130,12 +131,12 @@ def test_stop_removes_the_server_and_its_sessions(engine: docker.DockerClient) -
 def test_a_wrong_socket_group_is_corrected_from_the_entrypoint_message(
     engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(sandbox.testing.GID_ENV, raising=False)
+    monkeypatch.delenv(sandbox.testing.server.GID_ENV, raising=False)
     sock = Path("/var/run/docker.sock")
     real = sock.stat().st_gid if sock.exists() else 0
     if real == 0:
         pytest.skip("the engine socket belongs to group 0: no wrong group to start with")
-    monkeypatch.setattr(sandbox.testing, "_local_gid", lambda socket: 0)
+    monkeypatch.setattr(sandbox.testing.server, "_local_gid", lambda socket: 0)
     label = owner("gid")
     with SandboxServerContainer(owner=label) as server:
         assert server.call("session_list")["count"] == 0
@@ -163,7 +164,7 @@ def test_pytest_plugin_fixtures_give_a_server_and_fresh_sessions(
     engine: docker.DockerClient, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     label = owner("plugin")
-    monkeypatch.setenv(sandbox.testing.OWNER_ENV, label)
+    monkeypatch.setenv(sandbox.testing.server.OWNER_ENV, label)
     pytester.makepyfile(test_user=PLUGIN_TEST)
     result = pytester.runpytest_subprocess("-p", "sandbox.testing", "-q", timeout=180)
     result.assert_outcomes(passed=2)

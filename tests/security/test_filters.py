@@ -17,8 +17,8 @@ from starlette.testclient import TestClient
 from sandbox.backends.base import EngineDescription
 from sandbox.cli.doctor import RUNSC_DAEMON_JSON, _runtime
 from sandbox.config import SandboxConfig
+from sandbox.mcp.clients import ANONYMOUS_CLIENT, LOCAL_CLIENT, client_of
 from sandbox.mcp.http import Guard, allowed_hosts, allowed_origins, check_bind
-from sandbox.mcp.server import ANONYMOUS_CLIENT, LOCAL_CLIENT, client_of
 from sandbox.shell.markers import MarkerScanner, shell_rc
 from sandbox.terminal.transcript import sanitize_terminal
 
@@ -190,7 +190,7 @@ def test_the_stray_process_sweep_refuses_to_run_outside_a_sandbox_container() ->
     made harmless, it must refuse: PID 1 of a host is not the keepalive's uid."""
     import subprocess
 
-    from sandbox.session.control import SWEEP_SCRIPT
+    from sandbox.shell.sweep import SWEEP_SCRIPT
 
     script = (
         SWEEP_SCRIPT.replace("@KEEPALIVE@", "65534")

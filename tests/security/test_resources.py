@@ -214,7 +214,7 @@ def test_output_floods_are_bounded_everywhere(fresh: Session, command: str) -> N
     before = rss_mib()
     result = fresh.execute(command, timeout_s=30, max_lines=50)
     assert result.exit_code is not None
-    assert len(result.output.encode()) <= 2 * fresh._execute_max_bytes
+    assert len(result.output.encode()) <= 2 * fresh.execute_max_bytes
     assert result.truncated
     assert fresh.log.stored <= TIGHT["log_max_bytes"] + 1024  # the log file stops growing
     assert rss_mib() - before < 200

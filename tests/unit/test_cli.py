@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from sandbox.cli.check import Check, exit_code
 from sandbox.cli.console import PipeCleaner, TerminalFilter, format_age, readable_commands
-from sandbox.cli.doctor import Check, exit_code, judge_limits, parse_cgroup_output, run_checks
+from sandbox.cli.doctor import run_checks
+from sandbox.cli.doctor_limits import judge_limits, parse_cgroup_output
 from sandbox.cli.main import COMMANDS, EXAMPLES, build_parser, main
 from sandbox.cli.run import command_line as run_line
 from sandbox.errors import EngineUnavailableError

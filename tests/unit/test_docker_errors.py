@@ -8,7 +8,8 @@ import pytest
 import requests
 import requests.exceptions
 
-from sandbox.backends.docker import DockerBackend, _transient, translate
+from sandbox.backends.docker import DockerBackend
+from sandbox.backends.docker_errors import transient, translate
 from sandbox.errors import (
     EngineUnavailableError,
     ImageNotFoundError,
@@ -62,7 +63,7 @@ def test_every_docker_error_is_mapped(exc: BaseException, expected: type[Sandbox
     ],
 )
 def test_only_transient_errors_are_retried(exc: BaseException, retried: bool) -> None:
-    assert _transient(exc) is retried
+    assert transient(exc) is retried
 
 
 def test_unreachable_engine_is_engine_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -104,7 +104,7 @@ def test_a_kernel_that_cannot_say_leaves_the_silence_rule(
         ),
         "t",
     )
-    session._input_watch = watch
+    session.runner.input_watch = watch
     result = session.execute("cat", timeout_s=10, idle_timeout_s=0.5)
     assert watch.unsupported
     assert result.idle

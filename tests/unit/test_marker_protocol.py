@@ -7,7 +7,14 @@ import subprocess
 
 import pytest
 
-from sandbox.shell.markers import MarkerScanner, ansi_c_quote, command_line
+from sandbox.shell.markers import (
+    MARKER_PREFIX,
+    RC_MARKER_PREFIX,
+    MarkerScanner,
+    ansi_c_quote,
+    command_line,
+    shell_rc,
+)
 
 
 @pytest.mark.parametrize(
@@ -113,3 +120,14 @@ def test_foreground_parse_tells_waiting_from_working() -> None:
     assert builtin is not None
     assert builtin.is_shell
     assert parse_foreground("tpgid 7\n", 7) is None
+
+
+def test_the_rc_file_spells_the_marker_prefix_only_as_the_scanner_knows_it() -> None:
+    rc = shell_rc("c0ffee")
+    assert rc.count(RC_MARKER_PREFIX) >= 5  # start, end, exit, prompt, ready
+    assert "777" not in rc.replace(RC_MARKER_PREFIX, "")
+    printed = subprocess.run(
+        ["bash", "-c", f"printf '{RC_MARKER_PREFIX}P\\007'"], capture_output=True, check=True
+    ).stdout
+    assert printed == MARKER_PREFIX + b"P\x07"
+    assert [m.kind for m in MarkerScanner().scan(printed, 0)] == ["prompt"]

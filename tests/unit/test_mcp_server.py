@@ -20,7 +20,8 @@ from mcp_types import CallToolResult
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import ERROR_CODES
-from sandbox.mcp.server import build_server, split_enter
+from sandbox.mcp.server import build_server
+from sandbox.mcp.tools import split_enter
 from sandbox.session.manager import SessionManager
 from tests.served import payload
 

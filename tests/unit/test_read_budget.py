@@ -12,7 +12,7 @@ from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest
-from sandbox.session import session as session_module
+from sandbox.session import shell_link as session_module
 from sandbox.session.manager import SessionManager
 from sandbox.session.read_budget import ReadBudget
 

@@ -265,8 +265,8 @@ def test_gc_removes_containers_of_dead_servers_only(root: Path, backend: FakeBac
     config = SandboxConfig(state_dir=root / "s4", allowed_roots=(root,))
     dead = SessionManager(config, backend)
     dead.create(CreateRequest(project_path=str(root / "proj")))
-    dead._server_lock.close()  # type: ignore[union-attr]  # the server "dies": its lock is released
-    dead._server_lock = None
+    dead.locks._server.close()  # type: ignore[union-attr]  # the server "dies": its lock is released
+    dead.locks._server = None
     alive = SessionManager(config, backend)
     mine = alive.create(CreateRequest(project_path=str(root / "proj")))
     try:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import sandbox.testing
+import sandbox.testing.server
 from sandbox.testing import SandboxSession, SandboxToolError
 
 pytest_plugins = ("pytester",)
@@ -34,7 +35,7 @@ def test_the_pytest11_entry_point_loads_the_module() -> None:
 
 
 def test_importing_the_module_leaves_the_ryuk_setting_alone() -> None:
-    env = {k: v for k, v in os.environ.items() if k != sandbox.testing.RYUK_ENV}
+    env = {k: v for k, v in os.environ.items() if k != sandbox.testing.server.RYUK_ENV}
     code = "import os, sandbox.testing; print(os.environ.get('TESTCONTAINERS_RYUK_DISABLED'))"
     run = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
@@ -60,12 +61,12 @@ def test_without_testcontainers_the_module_loads_and_using_it_says_what_to_insta
 def test_ryuk_is_disabled_when_unset_and_an_explicit_choice_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(sandbox.testing.RYUK_ENV, raising=False)
+    monkeypatch.delenv(sandbox.testing.server.RYUK_ENV, raising=False)
     sandbox.testing.disable_ryuk_unless_set()
-    assert os.environ[sandbox.testing.RYUK_ENV] == "true"
-    monkeypatch.setenv(sandbox.testing.RYUK_ENV, "false")
+    assert os.environ[sandbox.testing.server.RYUK_ENV] == "true"
+    monkeypatch.setenv(sandbox.testing.server.RYUK_ENV, "false")
     sandbox.testing.disable_ryuk_unless_set()
-    assert os.environ[sandbox.testing.RYUK_ENV] == "false"
+    assert os.environ[sandbox.testing.server.RYUK_ENV] == "false"
 
 
 def test_fixtures_are_offered_and_unused_ones_start_nothing(

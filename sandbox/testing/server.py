@@ -1,45 +1,5 @@
-"""A sandbox server for tests: a testcontainers module and a pytest plugin (see docs/CI.md).
-
-``SandboxServerContainer`` runs the server image (``sandbox-server:latest``, made by
-``scripts/server-image.sh``) with the engine socket mounted, a random token, and a projects
-directory mounted at the same path as on the host, and waits for ``/healthz``::
-
-    from sandbox.testing import SandboxServerContainer
-
-    with SandboxServerContainer() as server:
-        project = server.make_project()
-        (project / "hello.py").write_text("print('hi')")
-        result = server.call(
-            "execute", {"project_path": str(project), "command": "python3 hello.py"}
-        )
-        assert result["output"] == "hi\\n"
-
-    async def main(server: SandboxServerContainer) -> None:  # any MCP client: url + token
-        async with server.client() as client:  # the SDK's client session, bearer token set
-            await client.call_tool("session_list", {})
-
-The pytest plugin (entry point ``pytest11``, so it loads wherever sandbox is installed) only
-defines fixtures, which do nothing until a test asks for them:
-
-* ``sandbox_server`` (session scope): one ``SandboxServerContainer`` for the run;
-* ``sandbox_session``: a ``SandboxSession`` on a fresh project directory under the server's
-  projects directory, destroyed (and the directory removed) afterwards.
-
-Settings, from the environment: ``SANDBOX_SERVER_IMAGE`` (the image), ``SANDBOX_PROJECTS``
-(a host directory for the projects; default a new temporary one), ``SANDBOX_DOCKER_GID`` (the
-engine socket's group, when it cannot be found out), ``SANDBOX_TESTING_OWNER`` (the
-``sandbox.owner`` label of the server and its sessions; default random. It must be unique to
-the run: cleanup removes every session that carries it).
-
-Ryuk: testcontainers starts its reaper container (``testcontainers/ryuk``) unless
-``TESTCONTAINERS_RYUK_DISABLED`` is true, and that image cannot be pulled where no registry is
-reachable. ``SandboxServerContainer`` therefore sets ``TESTCONTAINERS_RYUK_DISABLED=true`` when
-the variable is unset (when it is created, not when this module is imported, so other
-testcontainers users in the same run keep their default unless they start later). Cleanup does
-not need the reaper: ``stop()`` (the ``with`` block, the fixture) stops the server with SIGTERM
-so it destroys its sessions, removes what is left with its owner label, then removes the
-container. Set ``TESTCONTAINERS_RYUK_DISABLED=false`` to have Ryuk as well, for runs that are
-killed before they can clean up.
+"""``SandboxServerContainer``: the sandbox server image in a container (testcontainers), with
+its projects directory, token and owner label, and a tool-call helper (see ``sandbox.testing``).
 """
 
 from __future__ import annotations
@@ -55,13 +15,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import pytest
 
 from sandbox.config import LABEL_MANAGED, LABEL_OWNER, SANDBOX_UID
 
@@ -81,16 +39,6 @@ else:
 
 if TYPE_CHECKING:
     from mcp import Client
-
-__all__ = [
-    "DEFAULT_SERVER_IMAGE",
-    "SandboxServerContainer",
-    "SandboxSession",
-    "SandboxToolError",
-    "disable_ryuk_unless_set",
-    "sandbox_server",
-    "sandbox_session",
-]
 
 DEFAULT_SERVER_IMAGE = "sandbox-server:latest"
 SERVER_PORT = 8765
@@ -378,29 +326,6 @@ class SandboxServerContainer(DockerContainer):
         return anyio.run(self.acall, tool, arguments)
 
 
-@dataclass
-class SandboxSession:
-    """A live session on a ``SandboxServerContainer``, on its own project directory."""
-
-    server: SandboxServerContainer
-    session_id: str
-    project: Path
-    created: dict[str, Any] = field(default_factory=dict)
-
-    def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        """Call ``tool`` with this session's id and ``arguments``."""
-        return self.server.call(tool, {"session_id": self.session_id, **arguments})
-
-    def execute(self, command: str, *, timeout_s: float = 30, **arguments: Any) -> dict[str, Any]:
-        """Run ``command`` in the session's shell; the ``execute`` result (``output``,
-        ``exit_code``, ``timed_out``, ...). A failing command is data, not an exception."""
-        return self.call("execute", command=command, timeout_s=timeout_s, **arguments)
-
-    def destroy(self) -> None:
-        with contextlib.suppress(SandboxToolError):
-            self.call("session_destroy", force=True)
-
-
 def disable_ryuk_unless_set() -> None:
     """``TESTCONTAINERS_RYUK_DISABLED=true`` unless the variable is set (see the module doc)."""
     os.environ.setdefault(RYUK_ENV, "true")
@@ -425,33 +350,3 @@ def _healthy(url: str) -> bool:
             return int(response.status) == 200
     except (urllib.error.URLError, OSError):
         return False
-
-
-# -- the pytest plugin -------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def sandbox_server() -> Iterator[SandboxServerContainer]:
-    """One sandbox server for the test run (``SANDBOX_SERVER_IMAGE``, ``SANDBOX_PROJECTS``,
-    ``SANDBOX_TESTING_OWNER``)."""
-    with SandboxServerContainer(
-        projects_dir=os.environ.get(PROJECTS_ENV) or None,
-        owner=os.environ.get(OWNER_ENV) or None,
-    ) as server:
-        yield server
-
-
-@pytest.fixture
-def sandbox_session(
-    sandbox_server: SandboxServerContainer, request: pytest.FixtureRequest
-) -> Iterator[SandboxSession]:
-    """A fresh session on a new project directory, destroyed (and the directory removed)
-    after the test."""
-    project = sandbox_server.make_project(request.node.name)
-    try:
-        created = sandbox_server.call("session_create", {"project_path": str(project)})
-        session = SandboxSession(sandbox_server, str(created["session_id"]), project, created)
-        try:
-            yield session
-        finally:
-            session.destroy()
-    finally:
-        shutil.rmtree(project, ignore_errors=True)

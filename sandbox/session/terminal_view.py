@@ -1,40 +1,51 @@
-"""What a session shows and takes: send, the three read views, read_log, resize, raw access."""
+"""What a session shows and takes: send, the three read views, read_log, resize, raw access.
+
+The terminal as people and agents use it; what it draws is the ``Display``, fed by the
+``ShellLink``'s reader.
+"""
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import Cursor, LogChunk, ReadResult, ResizeResult, SendResult
-from sandbox.session.state import SessionState
+from sandbox.session.shell_link import ShellLink
 from sandbox.terminal.keys import encode_keys, encode_text, parse_paste
-from sandbox.terminal.stream import ScreenSnapshot, clean_transcript
+from sandbox.terminal.stream import clean_transcript
 from sandbox.terminal.transcript import complete_prefix, sanitize_terminal, utf8_complete_end
 
 SEND_SETTLE_MS = 300  # send with wait_ms: return once the program paused this long
 SCROLLBACK_BYTES = 4 * 1024 * 1024
 
 
-class ViewsMixin(SessionState):
-    """send / read / read_log / resize / write_raw for ``Session``."""
+class TerminalView:
+    """send / read / read_log / resize / write_raw of one session."""
+
+    def __init__(self, link: ShellLink, *, max_bytes: int) -> None:
+        self.link = link
+        self.display = link.display
+        self.log = link.log
+        self._max_bytes = max_bytes  # of the "new" view, as of an execute's output
 
     def write_raw(self, data: bytes) -> None:
         """Type bytes into the terminal exactly as given."""
-        self._require_alive().write(data)
-        self._attend()
-        self._touch()
+        self.link.require_alive().write(data)
+        self.link.attend()
+        self.link.touch()
 
     def wait_output(self, offset: int, timeout_s: float) -> int:
         """Block until the log grows past ``offset``, the shell ends, or the timeout; return the
         log's size (read the new bytes with ``log.read(offset, size)``)."""
         deadline = time.monotonic() + timeout_s
-        with self._cond, self._watching():
-            while self.log.size <= offset and self._alive:
+        with self.link.cond, self.link.watching():
+            while self.log.size <= offset and self.link.alive:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                self._cond.wait(remaining)
+                self.link.cond.wait(remaining)
             return self.log.size
 
     def send(
@@ -46,7 +57,7 @@ class ViewsMixin(SessionState):
         wait_ms: int = 0,
         view: str = "new",
     ) -> SendResult:
-        channel = self._require_alive()
+        channel = self.link.require_alive()
         if text is None and not keys:
             raise InvalidArgumentError(
                 "send needs text or keys", hint='e.g. text="y\\n" or keys=["ctrl+c"]'
@@ -54,13 +65,15 @@ class ViewsMixin(SessionState):
         data = b""
         if text:
             data += encode_text(
-                text, paste=parse_paste(paste), bracketed_paste_mode=self._scanner.bracketed_paste
+                text,
+                paste=parse_paste(paste),
+                bracketed_paste_mode=self.display.scanner.bracketed_paste,
             )
         if keys:
-            data += encode_keys(keys, application_cursor=self._scanner.application_cursor)
-        self._touch()
+            data += encode_keys(keys, application_cursor=self.display.scanner.application_cursor)
+        self.link.touch()
         channel.write(data)
-        self._attend()
+        self.link.attend()
         if wait_ms <= 0:
             return SendResult(bytes_sent=len(data))
         read = self.read(view=view, idle_ms=min(wait_ms, SEND_SETTLE_MS), timeout_ms=wait_ms)
@@ -81,49 +94,21 @@ class ViewsMixin(SessionState):
             raise InvalidArgumentError(
                 f"unknown view {view!r}", hint='view is "new", "screen" or "scrollback".'
             )
-        pattern = None
-        if wait_for:
-            try:
-                pattern = re.compile(wait_for, re.MULTILINE)
-            except re.error as exc:
-                raise InvalidArgumentError(
-                    f"wait_for is not a valid regular expression: {exc}",
-                    hint="Use Python regex syntax; escape special characters.",
-                ) from exc
-        self._touch()
-        called = time.monotonic()
-        deadline = called + max(0, timeout_ms) / 1000
-        matched: bool | None = None
-        idle = False
-        while True:
-            content, lines, has_more = self._content(view, strip_ansi, offset, limit, peek=True)
-            if pattern is not None and pattern.search(content):
-                matched = True
-                break
-            now = time.monotonic()
-            with self._cond:
-                last = max(self._last_output, called)  # quiet counts from this call at the earliest
-                quiet = now - last
-                if idle_ms is not None and quiet * 1000 >= idle_ms and pattern is None:
-                    idle = True
-                    break
-                if now >= deadline or not self._alive:
-                    idle = idle_ms is not None and quiet * 1000 >= idle_ms
-                    if pattern is not None:
-                        matched = False
-                    break
-                wake = deadline
-                if idle_ms is not None:
-                    wake = min(wake, last + idle_ms / 1000)
-                with self._watching():
-                    self._cond.wait(max(0.005, min(wake - now, 0.25)))
+        pattern = _pattern(wait_for)
+        self.link.touch()
+        matched, idle = self._wait_for_view(
+            pattern,
+            idle_ms,
+            timeout_ms,
+            lambda: self._content(view, strip_ansi, offset, limit, peek=True)[0],
+        )
         content, lines, has_more = self._content(view, strip_ansi, offset, limit, peek=False)
-        snap = self._snapshot()
-        with self._cond:
-            p = self._pending
-            busy = p is not None and not p.finished and self._alive
-            exit_code = self._exit_code if not self._alive else self._last_exit_code
-            exited = not self._alive
+        snap = self.display.snapshot()
+        link = self.link
+        with link.cond:
+            busy = link.tracker.running and link.alive
+            exit_code = link.exit_code if not link.alive else link.tracker.last_exit_code
+            exited = not link.alive
         return ReadResult(
             content=content,
             lines=lines,
@@ -140,24 +125,52 @@ class ViewsMixin(SessionState):
             busy=busy,
         )
 
+    def _wait_for_view(
+        self,
+        pattern: re.Pattern[str] | None,
+        idle_ms: int | None,
+        timeout_ms: int,
+        peek: Callable[[], str],
+    ) -> tuple[bool | None, bool]:
+        """Wait until the view matches ``pattern``, the output paused ``idle_ms``, the shell
+        ended or the timeout passed; return (matched, idle)."""
+        called = time.monotonic()
+        deadline = called + max(0, timeout_ms) / 1000
+        link = self.link
+        while True:
+            if pattern is not None and pattern.search(peek()):
+                return True, False
+            now = time.monotonic()
+            with link.cond:
+                # quiet counts from this call at the earliest
+                last = max(link.last_output, called)
+                quiet_ms = (now - last) * 1000
+                if idle_ms is not None and quiet_ms >= idle_ms and pattern is None:
+                    return None, True
+                if now >= deadline or not link.alive:
+                    idle = idle_ms is not None and quiet_ms >= idle_ms
+                    return (False if pattern is not None else None), idle
+                wake = deadline
+                if idle_ms is not None:
+                    wake = min(wake, last + idle_ms / 1000)
+                with link.watching():
+                    link.cond.wait(max(0.005, min(wake - now, 0.25)))
+
     def _content(
         self, view: str, strip_ansi: bool, offset: int, limit: int | None, *, peek: bool
     ) -> tuple[str, int, bool]:
         if view == "screen":
-            snap = self._snapshot()
+            snap = self.display.snapshot()
             return snap.content, len(snap.lines), False
         end = self.log.size
         if view == "new":
-            with self._cond:
-                start = self._read_offset
-                if not peek:
-                    self._read_offset = end
-            has_more = end - start > self._execute_max_bytes
-            raw = self.log.read(max(start, end - self._execute_max_bytes), end)
+            start = self.display.new_since(end, consume=not peek)
+            has_more = end - start > self._max_bytes
+            raw = self.log.read(max(start, end - self._max_bytes), end)
             text = clean_transcript(raw, strip_ansi=strip_ansi)
             return text, text.count("\n") + (1 if text and not text.endswith("\n") else 0), has_more
         # scrollback: history lines from the cleaned transcript, paged from the end
-        raw = self._display_read(max(0, end - SCROLLBACK_BYTES), end)
+        raw = self.display.display_read(max(0, end - SCROLLBACK_BYTES), end)
         all_lines = clean_transcript(raw, strip_ansi=strip_ansi).split("\n")
         if all_lines and all_lines[-1] == "":
             all_lines.pop()
@@ -167,43 +180,17 @@ class ViewsMixin(SessionState):
         page = all_lines[begin : max(0, stop)]
         return "\n".join(page), len(page), begin > 0 or end > SCROLLBACK_BYTES
 
-    def _display_read(self, start: int, stop: int) -> bytes:
-        """Log bytes for the views people look at (screen, scrollback): each command's
-        protocol line (``__sb_s NONCE; eval $'...'``) is shown as the command itself."""
-        data = self.log.read(start, stop)
-        with self._cond:
-            echoes = [e for e in self._echoes if e[0] < stop and e[1] > start]
-        if not echoes:
-            return data
-        out: list[bytes] = []
-        pos = start
-        for a, b, shown in echoes:
-            if a >= pos:
-                out.append(data[pos - start : a - start])
-                if b <= stop:
-                    out.append(shown)
-            pos = min(max(pos, b), stop)
-        out.append(data[pos - start :])
-        return b"".join(out)
-
-    def _snapshot(self) -> ScreenSnapshot:
-        with self._screen_lock:
-            self._screen.catch_up(self.log.size, self._display_read, self._scanner)
-            return self._screen.snapshot()
-
     def resize(self, rows: int, cols: int) -> ResizeResult:
         if not (2 <= rows <= 1000 and 10 <= cols <= 1000):
             raise InvalidArgumentError(
                 f"bad terminal size {rows}x{cols}", hint="rows 2..1000, cols 10..1000"
             )
-        channel = self._require_alive()
+        channel = self.link.require_alive()
         channel.resize(rows, cols)
-        with self._screen_lock:
-            self._screen.resize(rows, cols)
-        if self.recording is not None:
-            self.recording.resize(rows, cols)
-        self.rows, self.cols = rows, cols
-        self._touch()
+        self.display.resize(rows, cols)
+        if self.link.recording is not None:
+            self.link.recording.resize(rows, cols)
+        self.link.touch()
         return ResizeResult(rows=rows, cols=cols)
 
     def read_log(
@@ -247,3 +234,15 @@ class ViewsMixin(SessionState):
         return LogChunk(
             chunk=chunk, from_byte=start, next_byte=nxt, eof=nxt >= total, total_bytes=total
         )
+
+
+def _pattern(wait_for: str | None) -> re.Pattern[str] | None:
+    if not wait_for:
+        return None
+    try:
+        return re.compile(wait_for, re.MULTILINE)
+    except re.error as exc:
+        raise InvalidArgumentError(
+            f"wait_for is not a valid regular expression: {exc}",
+            hint="Use Python regex syntax; escape special characters.",
+        ) from exc
