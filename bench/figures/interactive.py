@@ -3,8 +3,10 @@
 Each sample starts ``python3 -q`` through the documented call and times it until ``execute``
 returns with the prompt (it must say ``waiting_for_input``). The floor, from the same sample, is
 when the prompt's bytes reached the session's log: the program's own start-up, which no
-terminal can beat. The difference is what deciding "it waits for input" costs. Target: the
-prompt back in <= 150 ms (p50), and the result says why it returned.
+terminal can beat. The difference is what deciding "it waits for input" costs. A first,
+unmeasured start also starts the session's input watcher (a second exec; until it answers, the
+silence rule applies). Target: the prompt back in <= 150 ms (p50), and the result says why it
+returned.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ def run(ctx: Context) -> None:
     with ctx.env.manager() as manager:
         session = open_session(manager, ctx.env.project("interactive"))
         ctx.log(f"{n} x background execute {PROGRAM!r} until its prompt")
+        _sample(session, warmup=True)  # a session's first one also starts its input watcher
         for _ in range(n):
             total, shown = _sample(session)
             returned.append(total)
@@ -39,15 +42,15 @@ def run(ctx: Context) -> None:
     judge(r, "p50 <= 150 ms", (r.median or 0) <= 150)
 
 
-def _sample(session: Session) -> tuple[float, float]:
+def _sample(session: Session, *, warmup: bool = False) -> tuple[float, float]:
     """(ms until execute returned, ms until the prompt was in the log)."""
     t0 = time.monotonic()
     result = session.execute(PROGRAM, timeout_s=10, background=True)
     total = (time.monotonic() - t0) * 1000
-    if not result.waiting_for_input or not result.output.endswith(">>> "):
+    if not result.output.endswith(">>> ") or not (result.waiting_for_input or warmup):
         raise RuntimeError(f"execute returned {result.model_dump()}")
     # the reader's clock of the last chunk: the prompt, since the program prints nothing after
-    shown = (session._last_output - t0) * 1000
+    shown = (session.link.last_output - t0) * 1000
     session.send(text="exit()\n")
     if not session.wait_done(5.0):
         raise RuntimeError(f"{PROGRAM} did not exit")

@@ -83,9 +83,8 @@ def wait_for_end(
     next_progress = time.monotonic() + PROGRESS_EVERY_S
     next_check = time.monotonic() + LIVENESS_EVERY_S
     while True:
-        ask_at = None if check is None else check.ask_at(p)
         outcome = _next_outcome(
-            link, p, deadline, options, stream, next_progress, min(next_check, ask_at or next_check)
+            link, p, deadline, options, stream, next_progress, next_check, check
         )
         if outcome is not None:
             return outcome
@@ -112,6 +111,7 @@ def _next_outcome(
     stream: OutputStreamer | None,
     next_progress: float,
     next_check: float,
+    check: InputCheck | None = None,
 ) -> str | None:
     """Sleep on ``cond`` until the wait ends (its outcome) or something is due (None)."""
     idle_after = options.idle_after_s
@@ -142,6 +142,11 @@ def _next_outcome(
                 wake = min(wake, quiet_since + idle_after)
             if options.cancel is not None:
                 wake = min(wake, now + 0.1)
+            ask_at = None if check is None else check.ask_at(p)  # time to ask the kernel
+            if ask_at is not None:
+                if now >= ask_at:
+                    return None
+                wake = min(wake, ask_at)
             due = options.progress is not None and now >= next_progress
             if due or (stream is not None and stream.pending()) or now >= next_check:
                 return None

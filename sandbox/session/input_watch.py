@@ -28,6 +28,7 @@ QUIET_BEFORE_ASK_S = 0.005  # ask once output has paused this long
 SETTLE_S = 0.005  # after "input": bytes the program wrote before it blocked are still arriving
 SHELL_CONFIRM_S = 0.1  # the shell in front may be at its prompt: its end marker is on the way
 BACKOFF_S = (0.03, 0.06, 0.12, 0.25, 0.5)  # while quiet and not waiting, ask less and less often
+RETRY_ASK_S = 0.02  # while the watcher starts
 RETRY_OPEN_S = 5.0  # after the watcher could not start (a container being reset, the pids limit)
 
 
@@ -157,6 +158,12 @@ class InputPacer:
             return last_output + QUIET_BEFORE_ASK_S
         return self._next
 
+    def retry(self, last_output: float, now: float) -> None:
+        """No answer (the watcher is still starting): ask again shortly, without backing off."""
+        if last_output != self._asked_output:
+            self._asked_output, self._tries = last_output, 0
+        self._next = now + RETRY_ASK_S
+
     def asked(self, last_output: float, now: float) -> None:
         if last_output != self._asked_output:
             self._asked_output, self._tries = last_output, 0
@@ -205,6 +212,9 @@ class InputCheck:
             return False
         before = self._link.last_output
         verdict = self._watch.ask(shell)
+        if verdict is None:  # the watcher is still starting (or did not answer): soon again
+            self._pacer.retry(before, time.monotonic())
+            return False
         self._pacer.asked(before, time.monotonic())
         if verdict not in ("input", "shell"):
             return False

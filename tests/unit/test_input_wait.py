@@ -16,7 +16,13 @@ import pytest
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
 from sandbox.models import CreateRequest
-from sandbox.session.input_watch import BACKOFF_S, QUIET_BEFORE_ASK_S, InputPacer, InputWatch
+from sandbox.session.input_watch import (
+    BACKOFF_S,
+    QUIET_BEFORE_ASK_S,
+    RETRY_ASK_S,
+    InputPacer,
+    InputWatch,
+)
 from sandbox.session.manager import SessionManager
 from sandbox.session.session import Session
 from sandbox.shell.input_wait import parse_answer
@@ -105,7 +111,8 @@ def test_a_kernel_that_cannot_say_leaves_the_silence_rule(
         "t",
     )
     session.runner.input_watch = watch
-    result = session.execute("cat", timeout_s=10, idle_timeout_s=0.5)
+    # long enough for the watcher's bash to start and answer on a loaded machine
+    result = session.execute("cat", timeout_s=10, idle_timeout_s=3)
     assert watch.unsupported
     assert result.idle
     assert not result.waiting_for_input
@@ -130,3 +137,7 @@ def test_questions_follow_output_pauses_and_back_off_while_quiet() -> None:
     pacer.asked(10.0, 12.0)
     assert pacer.due_at(10.0) == 12.0 + BACKOFF_S[1]
     assert pacer.due_at(13.0) == 13.0 + QUIET_BEFORE_ASK_S  # fresh output starts over
+    pacer.retry(13.0, 14.0)  # no answer yet (the watcher starts): soon again, no back-off
+    assert pacer.due_at(13.0) == 14.0 + RETRY_ASK_S
+    pacer.asked(13.0, 15.0)
+    assert pacer.due_at(13.0) == 15.0 + BACKOFF_S[0]
