@@ -6,7 +6,7 @@ The public Python API (everything else is internal and may move)::
 
     manager = SessionManager(SandboxConfig.from_env())
     created = manager.create(CreateRequest(project_path="."))
-    print(manager.get(created.session_id).execute("ls").output)
+    print(manager.execute("ls", session_id=created.session_id).output)
     manager.close()
 
 Names are imported on first use, so ``import sandbox`` (and the CLI) stays cheap.

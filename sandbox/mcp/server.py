@@ -132,21 +132,26 @@ def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | N
     )
 
 
-def build_server(config: SandboxConfig, manager: SessionManager | None = None) -> MCPServer[Any]:
-    """The MCP server for ``manager`` (created, and closed when the server stops, if omitted)."""
-    return build_server_and_runners(config, manager)[0]
+def build_server(
+    config: SandboxConfig, manager: SessionManager | None = None, *, tools: Tools | None = None
+) -> MCPServer[Any]:
+    """The MCP server for ``manager`` (created, and closed when the server stops, if omitted),
+    or for ``tools`` (shared with the web view, which sees what they see)."""
+    return build_server_and_runners(config, manager, tools=tools)[0]
 
 
 def build_server_and_runners(
-    config: SandboxConfig, manager: SessionManager | None = None
+    config: SandboxConfig, manager: SessionManager | None = None, *, tools: Tools | None = None
 ) -> tuple[MCPServer[Any], dict[str, ToolRunner]]:
     """``build_server``, and each tool's runner over the same state (the stdio fast path)."""
-    owned = manager is None
+    owned = manager is None and tools is None
+    if tools is not None:
+        manager = tools.manager
     if manager is None:
         from sandbox.session.manager import SessionManager
 
         manager = SessionManager(config)
-    tools = Tools(config, manager)
+    tools = tools or Tools(config, manager)
     patches = {
         "execute": {
             "timeout_s": {

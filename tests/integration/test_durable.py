@@ -179,7 +179,9 @@ def test_idle_ttl_stops_idle_sessions_and_keeps_a_durable_log(
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             plain_gone = all(s.id != plain.session_id for s in manager.sessions())
-            if plain_gone and durable.status == "exited":
+            # The reaper marks the session exited, then stops its container: wait for both.
+            stopped = not engine.containers.get(kept.container_id).attrs["State"]["Running"]
+            if plain_gone and durable.status == "exited" and stopped:
                 break
             time.sleep(0.2)
         with pytest.raises(SessionNotFoundError):
