@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.context import Context
-from bench.figures import create, execute, gvisor, interactive, mcp_stdio, output, scale, screen
+from bench.figures import (
+    create,
+    egress,
+    execute,
+    gvisor,
+    interactive,
+    mcp_stdio,
+    output,
+    scale,
+    screen,
+)
 
 FIGURES: dict[str, Callable[[Context], None]] = {
     "execute": execute.run,
@@ -16,4 +26,5 @@ FIGURES: dict[str, Callable[[Context], None]] = {
     "interactive": interactive.run,
     "scale": scale.run,
     "gvisor": gvisor.run,
+    "egress": egress.run,
 }

@@ -19,6 +19,7 @@ from sandbox.backends.base import EngineDescription
 from sandbox.cli.check import Check
 from sandbox.cli.doctor_limits import limits
 from sandbox.config import SandboxConfig, env_var
+from sandbox.egress.health import egress_health
 from sandbox.errors import SandboxError
 from sandbox.session.image import DEFAULT_IMAGE
 
@@ -105,6 +106,8 @@ def run_checks(
                 else f"Build or load {image} on this engine, or unset SANDBOX_IMAGE."
             )
             yield Check("session image", "FAIL", f"{image} is not on the engine", fix)
+    for finding in egress_health(backend, config):
+        yield Check(finding.name, finding.status, finding.detail, finding.fix, finding.required)
     if not present:
         yield Check("resource limits", "skip", "needs the session image")
         return

@@ -121,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     box.add_argument("--network", action="store_true", help="give the sandbox network access")
     box.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="let the sandbox reach HOST (pypi.org, *.github.com, host:port) through the egress "
+        "proxy, and nothing else (repeatable)",
+    )
+    box.add_argument(
         "--env", action="append", type=_env_pair, default=[], metavar="K=V", help="set a variable"
     )
     box.add_argument(
@@ -169,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument(
         "--cast", action="store_true", help="print the path of its asciicast recording"
     )
+    logs.add_argument(
+        "--egress", action="store_true", help="the egress proxy's decisions for it instead"
+    )
     kill = add("kill", "remove a session's container now")
     kill.add_argument("id", help="session id (or a unique prefix, or its name)")
     gc = add("gc", "remove sandbox containers whose server is gone")
@@ -179,12 +190,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("doctor", "check the engine, image, limits and permissions (ok/FAIL with the fix)")
     image = add("image", "manage the session image")
     image_sub = image.add_subparsers(dest="image_cmd", metavar="ACTION", parser_class=_Parser)
-    image_sub.add_parser(
+    build = image_sub.add_parser(
         "build",
         help="build the packaged session image (progress shown)",
         description="Build the packaged session image (progress shown).",
         epilog=EXAMPLES["image"],
         formatter_class=fmt,
+    )
+    build.add_argument(
+        "--egress",
+        action="store_true",
+        help="build the egress proxy's image instead (built on first use otherwise)",
     )
     add("mcp", "MCP server on stdio (what an agent's MCP config launches)")
     serve = add("serve", "MCP server on streamable HTTP at /mcp")

@@ -207,6 +207,7 @@ class Session:
             read_only_project=s.read_only_project,
             command=s.command,
             runtime=s.runtime,
+            egress_allow=s.egress,
             **dataclasses.asdict(project_access(s)),
         )
 

@@ -32,3 +32,5 @@ class SessionSpec:
     user: str  # "uid:gid" of the shell
     env: dict[str, str] = field(default_factory=dict)
     runtime: str | None = None
+    egress: list[str] | None = None  # the allow-list (through the egress proxy), if any
+    egress_secret: str = ""  # the session's proxy password
