@@ -149,8 +149,8 @@ def _peer_processes(ctx: Context) -> Iterator[list[PeerProcess]]:
 FIGURES = (
     ("true", "`true` round trip", 30, 3),
     ("create", "create -> first answer", 5, 1),
-    ("bulk", "10 MB of base64, wall", 5, 1),
-    ("screen", "first screen read after 10 MB", 3, 1),
+    ("bulk", "{mb} MB of base64, wall", 5, 1),
+    ("screen", "first screen read after {mb} MB", 3, 1),
     ("repl", "`python3 -q` in background until >>>", 5, 1),
 )
 
@@ -163,6 +163,7 @@ def run(ctx: Context) -> None:
         params = {"bytes": ctx.size(10_000_000, 200_000)}
         ctx.params["bytes"] = params["bytes"]
         for op, title, full, smoke in FIGURES:
+            title = title.format(mb=f"{params['bytes'] / 1e6:.3g}")
             _figure(ctx, everyone, op, title, ctx.size(full, smoke), params)
 
 

@@ -30,6 +30,7 @@ class PeerError(Exception):
 class PeerProcess:
     def __init__(self, label: str, ready: Ready, config: dict[str, Any], log: Path) -> None:
         self.label = label
+        self._log_path = log
         self._log = log.open("a")
         self._proc = subprocess.Popen(
             [str(ready.python), str(HERE / ready.peer.driver), json.dumps(config)],
@@ -50,7 +51,9 @@ class PeerProcess:
                 raise PeerError(f"{self.label}: no answer within {timeout_s:.0f} s")
         line = out.readline()
         if not line:
-            raise PeerError(f"{self.label}: the driver exited ({self._proc.poll()})")
+            self._log.flush()
+            last = (self._log_path.read_text().strip().splitlines() or ["?"])[-1]
+            raise PeerError(f"{self.label}: the driver exited: {last[:300]}")
         reply: dict[str, Any] = json.loads(line)
         return reply
 

@@ -145,7 +145,7 @@ PEERS: dict[str, Peer] = {
     "swe-rex": Peer(
         "swe-rex",
         "driver_swerex.py",
-        ("swe-rex==1.4.0",),
+        ("swe-rex==1.4.0", "aiohttp"),  # its remote runtime's client needs aiohttp
         in_image=("swe-rex==1.4.0",),
         dockerfile_extra=SWEREX_REMOTE,
     ),
