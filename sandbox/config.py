@@ -160,6 +160,9 @@ class SandboxConfig(BaseSettings):
     http_client_idle_s: int = Field(
         default=1800, ge=10, description="An MCP connection idle this long is closed."
     )
+    web: bool = Field(
+        default=False, description="`sandbox serve` also serves the web view at /ui."
+    )
 
     @field_validator("allowed_roots", mode="before")
     @classmethod

@@ -213,6 +213,10 @@ class ReadResult(_Model):
     exit_code: int | None = None
     has_more: bool = False
     busy: bool = False
+    notices: list[str] = Field(
+        default_factory=list,
+        description="What the agent should know: e.g. that a person typed into the terminal.",
+    )
 
 
 class SendResult(_Model):
@@ -232,6 +236,7 @@ class SendResult(_Model):
     exit_code: int | None = None
     has_more: bool | None = None
     busy: bool | None = None
+    notices: list[str] | None = None
 
 
 class SignalResult(_Model):

@@ -2,7 +2,7 @@
 # Set up everything sandbox needs on this machine, idempotently:
 #   a Docker engine that answers (installed and started when we are root on Debian),
 #   the base image, the session image, a venv in .venv with the project and its dev extras,
-#   and node/npm with the conformance suite's node modules.
+#   node/npm with the conformance suite's node modules, and chromium for the web view's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +30,9 @@ fi
 
 # Node.js, npm and the TypeScript SDK conformance suite's modules (tests/conformance).
 bash scripts/node.sh
+
+# Debian's chromium for the browser tests of the web view (tests/browser).
+bash scripts/chromium.sh
 
 if ! docker image inspect sandbox-session:latest >/dev/null 2>&1 \
    || [ sandbox/images/session/Dockerfile -nt .venv/.image-built ]; then

@@ -216,6 +216,12 @@ def _add_serve_verbs(add: _Add) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
     serve.add_argument("--token", default=None, help="bearer token (or SANDBOX_TOKEN)")
+    serve.add_argument(
+        "--web",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also serve the web view at /ui (or SANDBOX_WEB)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,6 +17,6 @@ def mcp_verb(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def serve_verb(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from sandbox.mcp.http import serve
 
-    config = SandboxConfig.from_env(token=args.token)
+    config = SandboxConfig.from_env(token=args.token, web=args.web)
     serve(config, host=args.host, port=args.port)
     return 0

@@ -3,5 +3,6 @@
 ``server`` registers the tools and maps results and errors to MCP; ``tools`` holds their
 bodies and ``clients`` who may see and create which sessions; ``inputs`` validates tool
 arguments; ``texts`` writes the text content a model reads; ``stdio`` and ``stdio_wire`` serve
-one client on stdin/stdout; ``http`` and ``http_auth`` serve many with bearer tokens.
+one client on stdin/stdout; ``http`` and ``http_auth`` serve many with bearer tokens, and
+``http_web`` mounts the web view (``sandbox.web``) beside them.
 """

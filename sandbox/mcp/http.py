@@ -48,6 +48,8 @@ from sandbox.mcp import http_auth
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
+    from sandbox.mcp.tools import Tools
+
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
@@ -245,8 +247,10 @@ def build_app(
     config: SandboxConfig,
     host: str,
     port: int,
+    tools: Tools | None = None,
 ) -> ASGIApp:
-    """The ASGI app: the SDK's streamable HTTP app (with ``/healthz``) behind ``Guard``."""
+    """The ASGI app: the SDK's streamable HTTP app (with ``/healthz``) behind ``Guard``; with
+    ``tools`` and ``config.web``, the web view at ``/ui`` too (``sandbox.mcp.http_web``)."""
     hosts = allowed_hosts(host, port, config.allowed_hosts)
     origins = allowed_origins(hosts)
     server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)(healthz)
@@ -259,7 +263,7 @@ def build_app(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
     # json_response stays False: a JSON-only response would drop progress notifications.
-    inner = server.streamable_http_app(
+    inner: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=security,
         host=host,
@@ -267,6 +271,12 @@ def build_app(
         max_sessions=config.http_max_clients,
         session_idle_timeout=config.http_client_idle_s,
     )
+    if tools is not None and config.web:
+        from sandbox.mcp.http_web import with_web
+
+        inner = with_web(
+            inner, tools, config, lambda h: _matches(h, hosts), lambda o: _matches(o, origins)
+        )
     return Guard(
         inner,
         token=config.token,
@@ -327,6 +337,7 @@ def serve(config: SandboxConfig, host: str, port: int) -> None:
 
     from sandbox.backends import connect
     from sandbox.mcp.server import build_server, collect_orphans
+    from sandbox.mcp.tools import Tools
     from sandbox.session.manager import SessionManager
 
     check_bind(config, host)
@@ -341,7 +352,8 @@ def serve(config: SandboxConfig, host: str, port: int) -> None:
     previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         collect_orphans(manager)
-        app = build_app(build_server(config, manager), config, host, port)
+        tools = Tools(config, manager)
+        app = build_app(build_server(config, tools=tools), config, host, port, tools)
         uv_config = uvicorn.Config(
             app,
             host=host.strip("[]"),
@@ -353,10 +365,11 @@ def serve(config: SandboxConfig, host: str, port: int) -> None:
             limit_concurrency=config.http_max_connections,
         )
         log.info(
-            "serving MCP on http://%s%s (token %s)",
+            "serving MCP on http://%s%s (token %s)%s",
             _host_port(host, port),
             MCP_PATH,
             "required" if config.all_tokens else "not required",
+            f", the web view on http://{_host_port(host, port)}/ui" if config.web else "",
         )
         uvicorn.Server(uv_config).run(sockets=[listener])
     finally:

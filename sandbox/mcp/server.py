@@ -118,14 +118,19 @@ def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | N
     )
 
 
-def build_server(config: SandboxConfig, manager: SessionManager | None = None) -> MCPServer[Any]:
-    """The MCP server for ``manager`` (created, and closed when the server stops, if omitted)."""
-    owned = manager is None
+def build_server(
+    config: SandboxConfig, manager: SessionManager | None = None, *, tools: Tools | None = None
+) -> MCPServer[Any]:
+    """The MCP server for ``manager`` (created, and closed when the server stops, if omitted),
+    or for ``tools`` (shared with the web view, which sees what they see)."""
+    owned = manager is None and tools is None
+    if tools is not None:
+        manager = tools.manager
     if manager is None:
         from sandbox.session.manager import SessionManager
 
         manager = SessionManager(config)
-    tools = Tools(config, manager)
+    tools = tools or Tools(config, manager)
     patches = {
         "execute": {
             "timeout_s": {

@@ -39,6 +39,12 @@ class Display:
         with self._lock:
             self._echoes.append((start, end, shown))
 
+    def echo_ranges(self) -> list[tuple[int, int]]:
+        """The log ranges shown as something else (a page of the live view never ends inside
+        one: ``sandbox.session.live_view``)."""
+        with self._lock:
+            return [(start, end) for start, end, _ in self._echoes]
+
     # -- the "new" cursor ----------------------------------------------------------------
     def on_prompt(self, end: int) -> None:
         """A prompt ending at ``end`` was drawn: a read cursor waiting for it skips it."""

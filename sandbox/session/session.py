@@ -39,6 +39,7 @@ from sandbox.session.profile import project_access
 from sandbox.session.recovery import ShellRecovery
 from sandbox.session.shell_link import ShellLink
 from sandbox.session.spec import SessionSpec, now_iso
+from sandbox.session.takeover import Takeover
 from sandbox.session.terminal_view import TerminalView
 from sandbox.terminal.rawlog import RawLog
 from sandbox.terminal.recording import CastRecorder
@@ -81,7 +82,8 @@ class Session:
             recording=recording,
             unattended_rate=unattended_rate,
         )
-        self.view = TerminalView(self.link, max_bytes=execute_max_bytes)
+        self.takeover = Takeover()  # a person's hold on the terminal (the web view)
+        self.view = TerminalView(self.link, self.takeover, max_bytes=execute_max_bytes)
         self.recovery = ShellRecovery(self.link)
         self.control = ProcessControl(self.link, self.recovery)
         self.runner = CommandRunner(
@@ -91,9 +93,9 @@ class Session:
         self.open_shell = self.link.open_shell
         self.detach = self.link.detach
         self.wait_ended = self.link.wait_ended
+        self.read_log = self.view.read_log
         self.send = self.view.send
         self.read = self.view.read
-        self.read_log = self.view.read_log
         self.resize = self.view.resize
         self.write_raw = self.view.write_raw
         self.wait_output = self.view.wait_output
@@ -163,7 +165,10 @@ class Session:
         ``progress`` gets (elapsed seconds, latest output line) about once a second; setting
         ``cancel`` stops the command with the escalation ladder (``ExecKeywords``).
         """
-        return self.runner.execute(command, ExecOptions(timeout_s=timeout_s, **options))
+        self.takeover.check_agent_turn(self.id)
+        result = self.runner.execute(command, ExecOptions(timeout_s=timeout_s, **options))
+        result.notices[:0] = self.takeover.notices()  # what a person typed: said first, once
+        return result
 
     def signal(self, sig: str = "INT", *, escalate_: bool = True) -> SignalResult:
         return self.control.signal(sig, escalate_=escalate_)

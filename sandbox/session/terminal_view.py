@@ -13,6 +13,7 @@ from collections.abc import Callable
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import Cursor, LogChunk, ReadResult, ResizeResult, SendResult
 from sandbox.session.shell_link import ShellLink
+from sandbox.session.takeover import Takeover
 from sandbox.terminal.keys import encode_keys, encode_text, parse_paste
 from sandbox.terminal.stream import clean_transcript
 from sandbox.terminal.transcript import complete_prefix, sanitize_terminal, utf8_complete_end
@@ -24,8 +25,9 @@ SCROLLBACK_BYTES = 4 * 1024 * 1024
 class TerminalView:
     """send / read / read_log / resize / write_raw of one session."""
 
-    def __init__(self, link: ShellLink, *, max_bytes: int) -> None:
+    def __init__(self, link: ShellLink, takeover: Takeover, *, max_bytes: int) -> None:
         self.link = link
+        self.takeover = takeover  # while a person holds the terminal the agent does not type
         self.display = link.display
         self.log = link.log
         self._max_bytes = max_bytes  # of the "new" view, as of an execute's output
@@ -58,6 +60,7 @@ class TerminalView:
         view: str = "new",
     ) -> SendResult:
         channel = self.link.require_alive()
+        self.takeover.check_agent_turn(self.link.id)
         if text is None and not keys:
             raise InvalidArgumentError(
                 "send needs text or keys", hint='e.g. text="y\\n" or keys=["ctrl+c"]'
@@ -123,6 +126,7 @@ class TerminalView:
             exit_code=exit_code,
             has_more=has_more,
             busy=busy,
+            notices=self.takeover.notices(),
         )
 
     def _wait_for_view(

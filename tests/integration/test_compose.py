@@ -34,6 +34,8 @@ from mcp.client.streamable_http import streamable_http_client
 from testcontainers.compose import DockerCompose
 
 from sandbox.config import LABEL_OWNER, SANDBOX_UID
+from tests.browser.agent import Agent
+from tests.browser.chromium import ARTIFACTS, chromium
 from tests.integration.conftest import ensure_server_image
 
 # Not in the Podman tier: the team stack mounts Docker's socket and is built by its builder.
@@ -44,7 +46,8 @@ RUN = secrets.token_hex(4)
 PROJECT_NAME = f"sbxteamtest{RUN}"
 OWNER = f"teamtest-{RUN}"
 TOKEN = secrets.token_hex(16)
-SERVER_IMAGE = "sandbox-server:latest"
+# another tag to test a branch's own build without touching the shared image
+SERVER_IMAGE = os.environ.get("SANDBOX_TEST_SERVER_IMAGE", "sandbox-server:latest")
 COMPOSE_LABEL = "com.docker.compose.project"
 
 
@@ -105,6 +108,7 @@ def compose_env(projects: Path, port: int) -> dict[str, str]:
         SANDBOX_PORT=str(port),
         SANDBOX_OWNER=OWNER,
         SANDBOX_MEMORY_MB="512",
+        SANDBOX_SERVER_IMAGE=SERVER_IMAGE,
         DOCKER_GID=socket_gid(),
     )
     return env
@@ -228,3 +232,30 @@ def test_tools_over_http_run_a_command_whose_file_appears_on_the_host(stack: Sta
     note = project / "note.txt"
     assert note.read_text() == "from the team\n"
     assert note.stat().st_uid == owner_uid
+
+
+def test_the_web_view_works_at_the_published_address(stack: Stack) -> None:
+    """A person signs in at the published address and watches the session an agent runs."""
+    agent = Agent(stack.base, TOKEN)
+    project = make_project(stack.projects)
+    created = agent.call("session_create", project_path=str(project), name="team-page")
+    try:
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(30_000)
+            page.goto(stack.base + "/ui")
+            page.fill("#token", TOKEN)
+            page.click("button[type=submit]")
+            page.wait_for_url("**/ui/")
+            page.click("#sessions tbody tr:has-text('team-page')")
+            page.wait_for_selector("#terminal .xterm-rows")
+            ran = agent.call(
+                "execute", session_id=created["session_id"], command="echo on-$((6*7))"
+            )
+            assert ran["exit_code"] == 0
+            page.wait_for_function(
+                "() => document.querySelector('#terminal .xterm-rows').innerText.includes('on-42')"
+            )
+            page.screenshot(path=str(ARTIFACTS / "compose-web-view.png"), full_page=True)
+    finally:
+        agent.call("session_destroy", session_id=created["session_id"], force=True)

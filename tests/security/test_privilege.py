@@ -153,7 +153,7 @@ CASES: dict[str, Case] = {
         "nothing leaves the container",
     ),
     "no-dns": Case(
-        "getent hosts pypi.org || echo unresolved", says("unresolved"), "no name resolution"
+        "getent hosts example.com || echo unresolved", says("unresolved"), "no name resolution"
     ),
     # -- the root filesystem -------------------------------------------------------------------
     "root-read-only": Case(

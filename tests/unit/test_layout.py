@@ -1,8 +1,9 @@
 """The house's rules, read from the source: folders form layers, and no imports go round.
 
 Layers, lowest first: ``version``/``errors``, ``config``/``models``, ``backends``,
-``terminal``, ``shell``, ``session``, ``mcp``, ``cli``, ``testing``. A module may import from
-its own folder and from lower layers, never from a higher one (also not inside a function);
+``terminal``, ``shell``, ``session``, ``web``, ``mcp``, ``cli``, ``testing``. A module may
+import from its own folder and from lower layers, never from a higher one (also not inside a
+function);
 and the module-level imports (outside ``TYPE_CHECKING``) form no cycle.
 """
 
@@ -23,10 +24,11 @@ LAYERS = {
     "terminal": 3,
     "shell": 4,
     "session": 5,
-    "mcp": 6,
-    "cli": 7,
-    "testing": 8,
-    "__main__": 9,
+    "web": 6,
+    "mcp": 7,
+    "cli": 8,
+    "testing": 9,
+    "__main__": 10,
 }
 
 
