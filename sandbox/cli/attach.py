@@ -243,7 +243,6 @@ def attach(ident: str) -> int:
     from sandbox.backends import connect
     from sandbox.cli.inventory import find_container
     from sandbox.session.profile import spec_from_label
-    from sandbox.shell import durable
 
     backend = connect()
     state = find_container(backend, ident)
@@ -259,25 +258,11 @@ def attach(ident: str) -> int:
             "user is unknown (a sandbox older than this one made it)",
             hint="`sandbox logs ID` still shows what it did; `sandbox kill ID` removes it.",
         )
-    user = spec.user
     rows, cols = terminal_size(1)
-    if spec.durable:
-        print(
-            "sandbox: attached to the agent's terminal (tmux); ctrl-b d detaches",
-            file=sys.stderr,
-        )
-        argv = durable.tmux("attach-session", "-t", durable.SESSION)
-    else:
-        print(
-            "sandbox: a second shell in the session's container; the agent's own terminal is "
-            "not shared (sessions created with durable=true can be attached to)",
-            file=sys.stderr,
-        )
-        argv = ATTACH_ARGV
     channel = backend.exec_attach(
         state.id,
-        argv,
-        user=user,
+        _attach_argv(to_tmux=spec.durable),
+        user=spec.user,
         env={
             "HOME": SESSION_HOME,
             "TERM": "xterm-256color",
@@ -297,3 +282,22 @@ def attach(ident: str) -> int:
     if signum is not None:
         return 128 + signum
     return code if code is not None else 1
+
+
+def _attach_argv(*, to_tmux: bool) -> list[str]:
+    """What ``attach`` runs: the session's tmux when it is durable, else a second shell (and
+    a line on stderr that says which)."""
+    from sandbox.shell import durable
+
+    if to_tmux:
+        print(
+            "sandbox: attached to the agent's terminal (tmux); ctrl-b d detaches",
+            file=sys.stderr,
+        )
+        return durable.tmux("attach-session", "-t", durable.SESSION)
+    print(
+        "sandbox: a second shell in the session's container; the agent's own terminal is "
+        "not shared (sessions created with durable=true can be attached to)",
+        file=sys.stderr,
+    )
+    return ATTACH_ARGV
