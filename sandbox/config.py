@@ -132,9 +132,20 @@ class SandboxConfig(BaseSettings):
         description="Run the shell as root, without any capability, when the project is "
         "root's, so it can write it (0: as uid 1000, which cannot).",
     )
-    client_network: bool = Field(
-        default=True,
-        description="MCP clients may turn the network on for their sessions (network=true).",
+    client_network: bool | None = Field(
+        default=None,
+        description="MCP clients may turn the network on for their sessions (network=true) or "
+        "ask for hosts beyond egress_allow (default: yes, unless egress_allow is set).",
+    )
+    egress_allow: tuple[str, ...] = Field(
+        default=(),
+        description="Hosts sessions may reach through the egress proxy (comma-separated "
+        "patterns: pypi.org, *.github.com, host:port): the default network of sessions that "
+        "ask none, and the most a client may ask.",
+    )
+    egress_network: str = Field(
+        default="bridge",
+        description="The engine network through which the egress proxy reaches the outside.",
     )
     # HTTP hardening (``sandbox serve``).
     tokens: tuple[str, ...] = Field(
@@ -171,7 +182,14 @@ class SandboxConfig(BaseSettings):
             return tuple(Path(p) for p in value.split(os.pathsep) if p)
         return value
 
-    @field_validator("allowed_images", "allowed_runtimes", "tokens", "allowed_hosts", mode="before")
+    @field_validator(
+        "allowed_images",
+        "allowed_runtimes",
+        "tokens",
+        "allowed_hosts",
+        "egress_allow",
+        mode="before",
+    )
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -181,6 +199,13 @@ class SandboxConfig(BaseSettings):
     @property
     def network_enabled(self) -> bool:
         return self.network != "none"
+
+    @property
+    def clients_may_widen(self) -> bool:
+        """Whether clients may ask for more network than the server's allow-list."""
+        if self.client_network is None:
+            return not self.egress_allow
+        return self.client_network
 
     @property
     def all_tokens(self) -> tuple[str, ...]:
@@ -265,6 +290,7 @@ LABEL_DURABLE = "sandbox.durable"
 LABEL_CREATED = "sandbox.created_at"
 LABEL_VERSION = "sandbox.version"
 LABEL_SPEC = "sandbox.spec"
+LABEL_ROLE = "sandbox.role"  # what a container or network is for, when it is not a session
 
 SESSION_HOME = "/home/sandbox"
 WORKSPACE = "/workspace"

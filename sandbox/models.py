@@ -36,7 +36,12 @@ class CreateRequest(_Model):
     )
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = "/workspace"
-    network: bool | None = None
+    network: bool | list[str] | None = Field(
+        default=None,
+        description="false: none; true: the full network (where allowed); a list of host "
+        'patterns ("pypi.org", "*.github.com", "host:443"): those hosts only, through the '
+        "egress proxy.",
+    )
     read_only_project: bool = False
     rows: int = Field(default=24, ge=2, le=1000)
     cols: int = Field(default=80, ge=10, le=1000)
@@ -84,6 +89,11 @@ class SessionFields(_SessionIdentity):
 class SessionCreated(SessionFields, _ContainerRef):
     """Output of ``session_create``."""
 
+    egress_allow: list[str] | None = Field(
+        default=None,
+        description="The hosts the session may reach through the egress proxy (network is "
+        "true then, but limited to these); null: no allow-list (network is none or full).",
+    )
     project_writable: bool = Field(
         default=True,
         description="The shell can create files in the project; when false, `notices` says "
@@ -93,6 +103,38 @@ class SessionCreated(SessionFields, _ContainerRef):
         default_factory=list,
         description="Things the agent should know before it starts, each with its fix.",
     )
+
+
+class EgressDecision(_Model):
+    """One connection the egress proxy allowed or refused."""
+
+    time: str
+    method: str
+    host: str
+    port: int
+    allowed: bool
+    status: int = Field(description="The proxy's HTTP status (403: refused by the allow-list).")
+    bytes_in: int = Field(description="Bytes sent to the session.")
+    bytes_out: int = Field(description="Bytes the session sent.")
+
+
+class EgressSummary(_Model):
+    """A session's egress: its allow-list, its proxy and what the proxy decided."""
+
+    allow: list[str]
+    proxy: str = Field(
+        description="The proxy's address (the session's HTTP(S)_PROXY, less its credentials)."
+    )
+    allowed: int = 0
+    denied: int = 0
+    recent: list[EgressDecision] = Field(default_factory=list)
+
+
+class SessionUpdated(_Model):
+    """Output of ``session_update``."""
+
+    session_id: str
+    egress_allow: list[str] | None
 
 
 class SessionSummary(_Model):
@@ -140,6 +182,9 @@ class SessionInfo(SessionCreated):
     resets: int = Field(default=0, description="Times the container was reset (pids limit).")
     shell_restarts: int = Field(
         default=0, description="Times a shell that stopped answering was replaced."
+    )
+    egress: EgressSummary | None = Field(
+        default=None, description="The allow-list session's egress (null without one)."
     )
 
 
@@ -276,6 +321,16 @@ class Defaults(_Model):
     network: bool
 
 
+class EgressStatus(_Model):
+    """The egress proxy as the server sees it."""
+
+    allow: list[str] = Field(description="SANDBOX_EGRESS_ALLOW: the default and the ceiling.")
+    clients_may_widen: bool
+    proxy: str | None = Field(description="The proxy container's name (null: none yet).")
+    running: bool
+    sessions: int = Field(description="This server's sessions behind the proxy.")
+
+
 class ServerInfo(_Model):
     version: str
     engine: EngineInfo
@@ -283,3 +338,4 @@ class ServerInfo(_Model):
     max_sessions: int
     session_count: int
     max_timeout_s: float = 600.0
+    egress: EgressStatus | None = None

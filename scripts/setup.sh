@@ -40,4 +40,11 @@ if ! docker image inspect sandbox-session:latest >/dev/null 2>&1 \
   .venv/bin/sandbox image build
   touch .venv/.image-built
 fi
+if ! docker image inspect sandbox-egress:latest >/dev/null 2>&1 \
+   || [ -n "$(find sandbox/images/egress -newer .venv/.egress-image-built 2>/dev/null)" ] \
+   || [ ! -e .venv/.egress-image-built ]; then
+  echo "[setup] building the egress proxy image" >&2
+  .venv/bin/sandbox image build --egress
+  touch .venv/.egress-image-built
+fi
 echo "[setup] ready" >&2

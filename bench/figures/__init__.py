@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.context import Context
-from bench.figures import create, execute, gvisor, mcp_stdio, output, scale, screen
+from bench.figures import create, egress, execute, gvisor, mcp_stdio, output, scale, screen
 
 FIGURES: dict[str, Callable[[Context], None]] = {
     "execute": execute.run,
@@ -15,4 +15,5 @@ FIGURES: dict[str, Callable[[Context], None]] = {
     "screen": screen.run,
     "scale": scale.run,
     "gvisor": gvisor.run,
+    "egress": egress.run,
 }

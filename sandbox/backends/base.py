@@ -8,7 +8,7 @@ host pty so unit tests stay fast and need no engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -42,6 +42,7 @@ class ContainerSpec:
     env: dict[str, str] = field(default_factory=dict)
     runtime: str | None = None
     workdir: str = "/workspace"
+    dns_options: tuple[str, ...] = ()  # resolv.conf options, e.g. ("timeout:1",)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,38 @@ class ExecChannel(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class NetworkState:
+    name: str
+    labels: dict[str, str]
+    containers: tuple[str, ...]  # ids of the containers attached to it
+
+
+class NetworkControl(Protocol):
+    """Engine networks and the calls a long-lived service container needs (the egress
+    proxy); a backend without them (the fake one) has ``networks`` None."""
+
+    def ensure_network(self, name: str, labels: dict[str, str], *, internal: bool) -> None:
+        """Create the network unless it exists (``internal``: no route out of it)."""
+        ...
+
+    def remove_network(self, name: str) -> None:
+        """Remove a network; no error if it is gone."""
+        ...
+
+    def network(self, name: str) -> NetworkState | None: ...
+
+    def connect(self, container_id: str, network: str) -> None:
+        """Attach a container to one more network (no error if it is attached already)."""
+        ...
+
+    def start(self, container_id: str) -> None: ...
+
+    def follow_logs(self, container_id: str, since: int) -> Iterator[bytes]:
+        """The container's stdout from ``since`` (epoch seconds) on, until it stops."""
+        ...
 
 
 class Backend(Protocol):
@@ -170,6 +203,11 @@ class Backend(Protocol):
     def sets_fsize_ulimit(self) -> bool:
         """Whether the engine caps a container's file size itself. Podman's compatible API
         cannot (see ``sandbox.backends.podman``): there a session's first process does."""
+        ...
+
+    @property
+    def networks(self) -> NetworkControl | None:
+        """Network control, where the engine has it (needed by egress allow-lists)."""
         ...
 
     def image_exists(self, image: str) -> bool: ...

@@ -24,10 +24,12 @@ from sandbox.backends.base import (
     ContainerSpec,
     ContainerState,
     EngineDescription,
+    NetworkControl,
     RunResult,
 )
 from sandbox.backends.docker_errors import explain, retry_transient, translate, translated
 from sandbox.backends.docker_exec import DockerExecChannel, read_frames
+from sandbox.backends.networks import DockerNetworks
 from sandbox.errors import (
     ImageNotFoundError,
     InternalError,
@@ -120,6 +122,7 @@ class DockerBackend:
                 else None
             ),
             runtime=spec.runtime,
+            dns_opt=list(spec.dns_options) or None,
             auto_remove=False,
         )
         try:
@@ -304,6 +307,10 @@ class DockerBackend:
     @property
     def sets_fsize_ulimit(self) -> bool:
         return not self.is_podman
+
+    @property
+    def networks(self) -> NetworkControl:
+        return DockerNetworks(self.api)
 
     @translated("asking the engine for its version")
     @retry_transient

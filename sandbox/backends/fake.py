@@ -26,6 +26,7 @@ from sandbox.backends.base import (
     ContainerSpec,
     ContainerState,
     EngineDescription,
+    NetworkControl,
     RunResult,
 )
 from sandbox.config import DEFAULT_IMAGE
@@ -278,6 +279,10 @@ class FakeBackend:
     @property
     def sets_fsize_ulimit(self) -> bool:
         return True
+
+    @property
+    def networks(self) -> NetworkControl | None:
+        return None  # host processes: nothing to put on a network
 
     def describe(self) -> EngineDescription:
         self._check()

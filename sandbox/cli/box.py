@@ -17,7 +17,7 @@ def box_request(args: argparse.Namespace) -> CreateRequest:
     return CreateRequest(
         project_path=str(Path(args.project).expanduser().absolute()),
         image=args.image,
-        network=True if args.network else None,
+        network=list(args.allow) if args.allow else (True if args.network else None),
         env=dict(args.env),
         memory_mb=args.memory,
         cpus=args.cpus,

@@ -19,6 +19,7 @@ from sandbox.backends.base import EngineDescription
 from sandbox.cli.check import Check
 from sandbox.cli.doctor_limits import limits
 from sandbox.config import SandboxConfig, env_var
+from sandbox.egress.health import egress_health
 from sandbox.errors import SandboxError
 from sandbox.session.image import DEFAULT_IMAGE
 
@@ -63,6 +64,8 @@ def run_checks(
     if runtime not in engine.runtimes:
         runtime = None  # already reported; probe the limits with the default runtime
     present = yield from _session_image(backend, config.image)
+    for finding in egress_health(backend, config):
+        yield Check(finding.name, finding.status, finding.detail, finding.fix, finding.required)
     if not present:
         yield Check("resource limits", "skip", "needs the session image")
         return

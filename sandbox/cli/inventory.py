@@ -32,6 +32,7 @@ from sandbox.config import (
     LABEL_NAME,
     LABEL_OWNER,
     LABEL_PROJECT,
+    LABEL_ROLE,
     LABEL_SERVER,
     LABEL_SESSION,
     SandboxConfig,
@@ -70,7 +71,11 @@ def session_rows(manager: SessionManager | None, backend: Backend) -> list[Sessi
     orphans: set[str] | None = None
     if manager is not None:
         orphans = {state.id for state in manager.orphans()}
-    rows = [_row(state, orphans) for state in backend.list_containers(_MANAGED)]
+    rows = [
+        _row(state, orphans)
+        for state in backend.list_containers(_MANAGED)
+        if not state.labels.get(LABEL_ROLE)  # the egress proxy is not a session
+    ]
     rows.sort(key=lambda r: (r.created_at, r.session_id))
     return rows
 
@@ -206,6 +211,39 @@ def stream_log(
                 if not running:
                     continue  # one last read, then stop
             time.sleep(FOLLOW_POLL_S)
+
+
+def print_egress_log(config: SandboxConfig, ident: str) -> None:
+    """``sandbox logs ID --egress``: each connection the proxy allowed or refused."""
+    from sandbox.backends import connect
+    from sandbox.egress.journal import read_file
+
+    backend: Backend | None
+    try:
+        backend = connect()
+    except SandboxError:
+        backend = None
+    path = session_log_path(config.state_dir, backend, ident).with_name("egress.jsonl")
+    rows = [
+        (
+            d.time,
+            "allowed" if d.allowed else "DENIED",
+            d.method,
+            f"{d.host}:{d.port}",
+            str(d.status),
+            str(d.bytes_in),
+            str(d.bytes_out),
+        )
+        for d in read_file(path)
+    ]
+    if not rows:
+        print(
+            "no egress decisions for this session (it has no allow-list, or used none)",
+            file=sys.stderr,
+        )
+        return
+    headers = ("TIME", "DECISION", "METHOD", "HOST", "STATUS", "BYTES IN", "BYTES OUT")
+    print(format_table(headers, rows))
 
 
 def print_log(config: SandboxConfig, ident: str, *, follow: bool, raw: bool) -> None:

@@ -145,6 +145,14 @@ def _box_options() -> _Parser:
     )
     box.add_argument("--network", action="store_true", help="give the sandbox network access")
     box.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="let the sandbox reach HOST (pypi.org, *.github.com, host:port) through the egress "
+        "proxy, and nothing else (repeatable)",
+    )
+    box.add_argument(
         "--env", action="append", type=_env_pair, default=[], metavar="K=V", help="set a variable"
     )
     box.add_argument(
@@ -190,6 +198,9 @@ def _add_upkeep_verbs(add: _Add) -> None:
     logs.add_argument(
         "--cast", action="store_true", help="print the path of its asciicast recording"
     )
+    logs.add_argument(
+        "--egress", action="store_true", help="the egress proxy's decisions for it instead"
+    )
     kill = add("kill", "remove a session's container now")
     kill.add_argument("id", help="session id (or a unique prefix, or its name)")
     gc = add("gc", "remove sandbox containers whose server is gone")
@@ -200,12 +211,17 @@ def _add_upkeep_verbs(add: _Add) -> None:
     add("doctor", "check the engine, image, limits and permissions (ok/FAIL with the fix)")
     image = add("image", "manage the session image")
     image_sub = image.add_subparsers(dest="image_cmd", metavar="ACTION", parser_class=_Parser)
-    image_sub.add_parser(
+    build = image_sub.add_parser(
         "build",
         help="build the packaged session image (progress shown)",
         description="Build the packaged session image (progress shown).",
         epilog=EXAMPLES["image"],
         formatter_class=_FORMAT,
+    )
+    build.add_argument(
+        "--egress",
+        action="store_true",
+        help="build the egress proxy's image instead (built on first use otherwise)",
     )
 
 

@@ -51,6 +51,11 @@ def logs_verb(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             )
         print(cast)
         return 0
+    if args.egress:
+        from sandbox.cli.inventory import print_egress_log
+
+        print_egress_log(config, args.id)
+        return 0
     print_log(config, args.id, follow=args.follow, raw=args.raw)
     return 0
 
@@ -117,5 +122,10 @@ def image_verb(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from sandbox.backends import connect
     from sandbox.session.image import build_session_image
 
+    if getattr(args, "egress", False):
+        from sandbox.egress.proxy import build_image
+
+        build_image(connect(), stderr_line)
+        return 0
     build_session_image(connect(), stderr_line)
     return 0

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.mcpserver import Context
 
 from sandbox.config import SandboxConfig
-from sandbox.errors import InvalidArgumentError, SessionLimitError
+from sandbox.egress.policy import check_client
+from sandbox.errors import SessionLimitError
 from sandbox.mcp.http_auth import bearer_token
 from sandbox.models import CreateRequest, SessionCreated
 
@@ -61,11 +62,7 @@ class ClientLedger:
 
     def create(self, client: str, request: CreateRequest) -> SessionCreated:
         """Create a session within the client's quota (tokens only)."""
-        if request.network and not self.config.client_network:
-            raise InvalidArgumentError(
-                "this server does not let clients turn the network on",
-                hint="Omit network (sessions have none); the operator sets SANDBOX_CLIENT_NETWORK.",
-            )
+        check_client(self.config, request.network)
         self._reserve(client)
         try:
             created = self.manager.create(request)

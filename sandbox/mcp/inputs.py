@@ -100,8 +100,12 @@ class SessionCreateInput(CreateRequest):
     workdir: str = Field(
         default="/workspace", description="Where the project is mounted and the shell starts."
     )
-    network: bool | None = Field(
-        default=None, description="Give the session network access (default: none)."
+    network: bool | list[str] | None = Field(
+        default=None,
+        description="false: no network (the default unless the server sets one); true: the "
+        'full network, where the server allows it; a list of hosts, e.g. ["pypi.org", '
+        '"*.github.com", "example.com:8443"]: only those, through the egress proxy (HTTP and '
+        "HTTPS via HTTP(S)_PROXY; ports 80 and 443 unless one is given).",
     )
     read_only_project: bool = Field(default=False, description="Mount the project read-only.")
     rows: int = Field(default=24, ge=2, le=1000, description="Terminal rows.")
@@ -122,6 +126,11 @@ class SessionCreateInput(CreateRequest):
     def _forgiving(cls, data: Any) -> Any:
         return _forgive(cls, data)
 
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network(cls, value: Any) -> Any:
+        return _hosts(value)
+
     @field_validator("command", mode="before")
     @classmethod
     def _argv(cls, value: Any) -> Any:
@@ -140,6 +149,34 @@ class SessionCreateInput(CreateRequest):
         if isinstance(value, dict):
             return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
         return value
+
+
+def _hosts(value: Any) -> Any:
+    """A list of hosts given as JSON text or as one comma-separated string."""
+    value = _json_or(value, list)
+    if isinstance(value, str) and value.strip().lower() not in _BOOL_WORDS:
+        return [h.strip() for h in value.split(",") if h.strip()]
+    return value
+
+
+_BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off"}
+
+
+class SessionUpdateInput(SessionInput):
+    network: list[str] = Field(
+        description='The session\'s new allow-list, e.g. ["pypi.org", "*.github.com"] (within '
+        "what the server allows); it replaces the old one at once, without a restart."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _forgiving(cls, data: Any) -> Any:
+        return _forgive(cls, data)
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network(cls, value: Any) -> Any:
+        return _hosts(value)
 
 
 class SessionDestroyInput(SessionInput):

@@ -1,4 +1,5 @@
-"""The MCP server: the contract's eleven tools (``sandbox.mcp.tools``) registered with the SDK.
+"""The MCP server: the contract's eleven tools and ``session_update`` (``sandbox.mcp.tools``),
+registered with the SDK.
 
 ``build_server(config, manager)`` returns an ``MCPServer``; ``sandbox.mcp.stdio`` serves it
 on stdin/stdout (``sandbox mcp``) and ``sandbox.mcp.http`` over streamable HTTP (``sandbox

@@ -29,15 +29,17 @@ TITLES: dict[str, str] = {
     "resize": "Resize the terminal",
     "read_log": "Page through the terminal log",
     "server_info": "Sandbox server info",
+    "session_update": "Change a session's allowed hosts",
 }
 
 DESCRIPTIONS: dict[str, str] = {
     "session_create": """\
 Start a sandboxed terminal: a throwaway Linux container running bash, with the host directory \
 project_path mounted at /workspace (read-write unless read_only_project). No network unless \
-network=true. Shell state (cwd, variables, background jobs) persists until session_destroy. \
-Returns the session_id the other tools take. Often unnecessary: execute with project_path \
-creates the project's session on first use.
+network=true, or network=["pypi.org", "*.github.com"] for those hosts only (HTTP/HTTPS through \
+a proxy the session's HTTP(S)_PROXY names). Shell state (cwd, variables, background jobs) \
+persists until session_destroy. Returns the session_id the other tools take. Often \
+unnecessary: execute with project_path creates the project's session on first use.
 Example: {"project_path": "/home/me/app", "name": "app"}""",
     "session_list": """\
 List this server's sessions: session_id, name, project_path, status (running/exited), busy \
@@ -105,6 +107,12 @@ to read the end), then pass each answer's next_byte as from_byte until eof=true.
 strip_ansi=true returns clean text. Offsets stay valid for the session's whole life.
 Example: {"session_id": "3f2a9c1b7d4e", "from_byte": 1024, "max_bytes": 65536, \
 "strip_ansi": true}""",
+    "session_update": """\
+Change the hosts an allow-list session may reach (a session created with network=[...]), at \
+once and without restarting it: its shell, processes and files stay. The new list replaces \
+the old one, within what the server allows. A refused host shows in execute's notices and in \
+session_info's egress field.
+Example: {"session_id": "3f2a9c1b7d4e", "network": ["pypi.org", "files.pythonhosted.org"]}""",
     "server_info": """\
 The server's version, container engine, default limits (memory, CPUs, processes, timeout, \
 network), maximum timeout, and how many sessions are open out of the maximum.

@@ -1,4 +1,5 @@
-"""The bodies of the contract's eleven tools: thin typed wrappers over ``SessionManager``.
+"""The bodies of the contract's eleven tools and ``session_update``: thin typed wrappers over
+``SessionManager``.
 
 Arguments arrive validated (``sandbox.mcp.inputs``); each blocking engine call runs in a worker
 thread, never on the event loop. ``execute`` forwards the engine's progress (elapsed seconds,
@@ -26,6 +27,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from sandbox.config import SandboxConfig
+from sandbox.egress.policy import check_client
 from sandbox.errors import InvalidArgumentError, SessionNotFoundError
 from sandbox.mcp.clients import ClientLedger, client_of, headers_of
 from sandbox.mcp.inputs import (
@@ -38,6 +40,7 @@ from sandbox.mcp.inputs import (
     SessionCreateInput,
     SessionDestroyInput,
     SessionInput,
+    SessionUpdateInput,
     SignalInput,
 )
 from sandbox.models import (
@@ -52,6 +55,7 @@ from sandbox.models import (
     SessionCreated,
     SessionInfo,
     SessionList,
+    SessionUpdated,
     SignalResult,
 )
 
@@ -170,6 +174,12 @@ class Tools:
     async def session_destroy(self, args: SessionDestroyInput, ctx: ToolContext) -> Destroyed:
         self.session(ctx, args.session_id)
         return await self._run(partial(self.manager.destroy, args.session_id, force=args.force))
+
+    async def session_update(self, args: SessionUpdateInput, ctx: ToolContext) -> SessionUpdated:
+        self.session(ctx, args.session_id)
+        check_client(self.config, args.network)
+        allow = await self._run(partial(self.manager.update_network, args.session_id, args.network))
+        return SessionUpdated(session_id=args.session_id, egress_allow=allow)
 
     async def server_info(self, args: NoInput, ctx: ToolContext) -> ServerInfo:
         return await self._run(self.manager.server_info)
@@ -304,4 +314,7 @@ class Tools:
             ToolSpec("resize", ResizeInput, ResizeResult, self.resize, resizing),
             ToolSpec("read_log", ReadLogInput, LogChunk, self.read_log, read_only),
             ToolSpec("server_info", NoInput, ServerInfo, self.server_info, read_only),
+            ToolSpec(
+                "session_update", SessionUpdateInput, SessionUpdated, self.session_update, plain
+            ),
         ]

@@ -1,5 +1,6 @@
 """Session containers made and unmade: a cold session built from a blueprint (its image, its
-durable volume, its container, its shell), and everything of one removed again.
+durable volume, its egress registration, its container, its shell), and everything of one
+removed again.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from sandbox.backends.base import Backend
 from sandbox.config import LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION, SandboxConfig
+from sandbox.egress.service import Egress
 from sandbox.errors import SandboxError
 from sandbox.session.image import ensure_session_image
 from sandbox.session.profile import Blueprint, container_spec, session_spec, volume_name
@@ -28,18 +30,22 @@ class SessionFactory:
         config: SandboxConfig,
         backend: Backend,
         instance_id: str,
+        egress: Egress,
         on_build_line: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
         self.instance_id = instance_id
+        self.egress = egress
         self._on_build_line = on_build_line
 
     def build(self, bp: Blueprint, rows: int = 24, cols: int = 80) -> Session:
         """Start a session's container and shell (cold); clean up everything on failure."""
         ensure_session_image(self.backend, bp.image, self._on_build_line)
         sid = secrets.token_hex(6)
-        spec = session_spec(bp, sid, rows, cols)
+        spec = session_spec(bp, sid, rows, cols, self.config.owner)
+        if spec.egress is not None:
+            self.egress.register(sid, spec.egress_secret, spec.egress)
         if spec.durable:
             self.backend.create_volume(volume_name(sid), self._volume_labels(sid))
         try:
@@ -47,6 +53,7 @@ class SessionFactory:
         except BaseException:
             if spec.durable:
                 self.remove_volume(sid)
+            self.egress.forget(sid)
             raise
         session = self.wrap(spec, cid)
         try:
@@ -60,6 +67,7 @@ class SessionFactory:
         """Remove a session that was never (or is no longer) registered."""
         session.close()
         self.remove_container(session.container_id)
+        self.egress.forget(session.id)
         if session.spec.durable:
             self.remove_volume(session.id)
         shutil.rmtree(self.session_dir(session.id), ignore_errors=True)

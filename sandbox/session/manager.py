@@ -15,6 +15,7 @@ import shlex
 import shutil
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Unpack
 
 from sandbox.backends.base import Backend, ContainerState
@@ -22,6 +23,7 @@ from sandbox.config import (
     LABEL_DURABLE,
     LABEL_MANAGED,
     LABEL_OWNER,
+    LABEL_ROLE,
     LABEL_SERVER,
     LABEL_SESSION,
     LABEL_SPEC,
@@ -29,6 +31,8 @@ from sandbox.config import (
     SandboxConfig,
     new_instance_id,
 )
+from sandbox.egress.proxy import remove_stale as remove_stale_proxy
+from sandbox.egress.service import Egress
 from sandbox.errors import (
     InvalidArgumentError,
     SandboxError,
@@ -82,7 +86,8 @@ class SessionManager:
         self.config = config
         self.backend = backend
         self.instance_id = instance_id or new_instance_id()
-        self.factory = SessionFactory(config, backend, self.instance_id, on_build_line)
+        self.egress = Egress(config, backend, self.instance_id, self.session_dir, on_build_line)
+        self.factory = SessionFactory(config, backend, self.instance_id, self.egress, on_build_line)
         self._sessions: dict[str, Session] = {}
         self._reserved = 0
         self._lock = threading.Lock()
@@ -123,9 +128,14 @@ class SessionManager:
                 continue
             session = self.factory.wrap(spec, state.id)
             try:
+                if spec.egress is not None:
+                    spec.egress = self.egress.register(
+                        spec.session_id, spec.egress_secret, spec.egress
+                    )
                 session.open_shell(adopt=True)
             except SandboxError as exc:
                 log.warning("could not reattach durable session %s: %s", spec.session_id, exc)
+                self.egress.forget(spec.session_id)
                 session.close()
                 continue
             with self._lock:
@@ -212,13 +222,21 @@ class SessionManager:
         with self._lock:
             return list(self._sessions.values())
 
+    def session_dir(self, session_id: str) -> Path:
+        return self.factory.session_dir(session_id)
+
     def list_sessions(self) -> SessionList:
         items = [s.summary() for s in self.sessions()]
         return SessionList(sessions=items, count=len(items))
 
     def info(self, session_id: str) -> SessionInfo:
         session = self.get(session_id)
-        return session.info(self.attach_command(session))
+        info = session.info(self.attach_command(session))
+        if session.spec.egress is not None:
+            summary = self.egress.summary(session_id)
+            allow = summary.allow if summary is not None else session.spec.egress
+            info = info.model_copy(update={"egress": summary, "egress_allow": allow})
+        return info
 
     def attach_command(self, session: Session) -> str:
         """What a person runs to watch or take over: the session's own tmux when durable,
@@ -280,7 +298,23 @@ class SessionManager:
             options["idle_timeout_s"] = float(idle_timeout_s)
         if options.get("max_lines", 0) < 0:
             raise InvalidArgumentError("max_lines must be >= 0", hint="e.g. 200")
-        return session.execute(command, timeout_s=timeout, **options)
+        result = session.execute(command, timeout_s=timeout, **options)
+        if session.spec.egress is not None:
+            result.notices.extend(self.egress.notices(session.id))
+        return result
+
+    def update_network(self, session_id: str, network: list[str]) -> list[str]:
+        """Change a live allow-list session's hosts, without restarting it."""
+        session = self.get(session_id)
+        if session.spec.egress is None:
+            raise InvalidArgumentError(
+                f"session {session_id} has no egress allow-list to change",
+                hint="Only a session created with network=[hosts] can change its hosts live; "
+                "create a new session for another kind of network.",
+            )
+        allow = self.egress.update(session_id, network)
+        session.spec.egress = allow
+        return allow
 
     def _timeout(self, asked: float | None, default: float) -> float:
         if asked is None:
@@ -307,6 +341,7 @@ class SessionManager:
             self._sessions.pop(session_id, None)
         result = session.close()
         self.factory.remove_container(session.container_id)
+        self.egress.forget(session_id)
         if session.spec.durable:
             self.factory.remove_volume(session_id)
         shutil.rmtree(self.factory.session_dir(session_id), ignore_errors=True)
@@ -322,6 +357,7 @@ class SessionManager:
         self._stop_reaper.set()
         if self._pool is not None:
             self._pool.close()
+        durable = {s.id for s in self.sessions() if s.spec.durable}
         for session in self.sessions():
             if session.spec.durable:
                 session.detach()
@@ -330,6 +366,7 @@ class SessionManager:
                 self.destroy(session.id, force=True)
         with self._lock:
             self._sessions.clear()
+        self.egress.close(keep=durable)
         self.locks.release()
 
     def orphans(self, owner: str | None = None) -> list[ContainerState]:
@@ -339,8 +376,10 @@ class SessionManager:
         if owner is not None:
             labels[LABEL_OWNER] = owner
         mine = {s.container_id for s in self.sessions()}
-        found = []
+        found = self.egress.stale(owner)
         for state in self.backend.list_containers(labels):
+            if state.labels.get(LABEL_ROLE):
+                continue  # the egress proxy: stale ones are found above
             server = state.labels.get(LABEL_SERVER, "")
             if server == self.instance_id or state.id in mine:
                 continue
@@ -366,6 +405,9 @@ class SessionManager:
     def remove_orphans(self, states: list[ContainerState]) -> None:
         """Remove these containers, their logs, and the lock files of their dead servers."""
         for state in states:
+            if state.labels.get(LABEL_ROLE):
+                remove_stale_proxy(self.backend, state)
+                continue
             self.factory.remove_container(state.id)
             sid = state.labels.get(LABEL_SESSION, "-")
             if state.labels.get(LABEL_DURABLE) == "true":
@@ -399,4 +441,5 @@ class SessionManager:
             max_sessions=c.max_sessions,
             session_count=len(self.sessions()),
             max_timeout_s=c.max_timeout_s,
+            egress=self.egress.status(),
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,8 @@ from sandbox.config import (
     WORKSPACE,
     SandboxConfig,
 )
+from sandbox.egress.names import PROXY_ENV_NAMES, network_name, proxy_env
+from sandbox.egress.policy import session_network
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest, Limits
 from sandbox.session.paths import project_owner, resolve_project_path, write_access
@@ -58,6 +61,7 @@ _LABEL_ENV = (
     "SANDBOX_SESSION",
     "SANDBOX_FSIZE_KB",
     "SANDBOX_NPROC",
+    *PROXY_ENV_NAMES,
 )
 # gVisor (runsc, ptrace platform) backs every process of the sandbox with host tasks (measured:
 # about 8 per process, 38 for an idle sandbox): the container's pids limit bounds those, and
@@ -97,6 +101,7 @@ class Blueprint:
     gid: int
     env: tuple[tuple[str, str], ...]
     fsize_kb: int = 0
+    egress: tuple[str, ...] | None = None  # an allow-list through the egress proxy
 
 
 def blueprint(config: SandboxConfig, request: CreateRequest) -> Blueprint:
@@ -106,13 +111,23 @@ def blueprint(config: SandboxConfig, request: CreateRequest) -> Blueprint:
     uid, gid = project_owner(project)
     if uid == 0 and not config.root_shell:
         uid, gid = SANDBOX_UID, SANDBOX_UID
+    runtime = _runtime(config, request.runtime)
+    network = session_network(config, request.network)
+    if network.restricted and is_gvisor(runtime):
+        raise InvalidArgumentError(
+            f"an egress allow-list cannot be given to a session under {runtime}: that runtime "
+            "runs with --network=none here, so the session could not reach its proxy",
+            hint="Use the default runtime for a session with network=[...], or network=false "
+            "under gVisor.",
+        )
     return Blueprint(
         image=_image(config, request.image),
-        runtime=_runtime(config, request.runtime),
+        runtime=runtime,
         project=str(project),
         workdir=_workdir(request.workdir),
         name=_name(request.name, project),
-        network=config.network_enabled if request.network is None else request.network,
+        network=network.enabled,
+        egress=network.allow,
         durable=config.durable if request.durable is None else request.durable,
         memory_mb=limits.memory_mb,
         cpus=limits.cpus,
@@ -158,8 +173,11 @@ def project_access(spec: SessionSpec) -> ProjectAccess:
     return ProjectAccess(False, [notice])
 
 
-def session_spec(bp: Blueprint, session_id: str, rows: int, cols: int) -> SessionSpec:
+def session_spec(
+    bp: Blueprint, session_id: str, rows: int, cols: int, owner: str = ""
+) -> SessionSpec:
     """The spec of a new session built from ``bp`` (the shell's base environment included)."""
+    secret = secrets.token_hex(16) if bp.egress is not None else ""
     return SessionSpec(
         session_id=session_id,
         name=bp.name,
@@ -185,8 +203,11 @@ def session_spec(bp: Blueprint, session_id: str, rows: int, cols: int) -> Sessio
             "SANDBOX_SESSION": session_id,
             **({"SANDBOX_FSIZE_KB": str(bp.fsize_kb)} if bp.fsize_kb else {}),
             **({"SANDBOX_NPROC": str(bp.pids)} if is_gvisor(bp.runtime) else {}),
+            **(proxy_env(owner, session_id, secret) if bp.egress is not None else {}),
             **dict(bp.env),
         },
+        egress=list(bp.egress) if bp.egress is not None else None,
+        egress_secret=secret,
     )
 
 
@@ -202,7 +223,9 @@ def container_spec(config: SandboxConfig, instance_id: str, spec: SessionSpec) -
     var_mb = min(64, budget // 8)
     uid, _, gid = spec.user.partition(":")
     network = "none"
-    if spec.network:
+    if spec.egress is not None:
+        network = network_name(c.owner)
+    elif spec.network:
         network = c.network if c.network_enabled else "bridge"
     return ContainerSpec(
         image=spec.image,
@@ -238,9 +261,15 @@ def container_spec(config: SandboxConfig, instance_id: str, spec: SessionSpec) -
         },
         read_only_root=True,
         fsize_bytes=c.fsize_mb * 1024 * 1024,
-        env={"HOME": SESSION_HOME, "LANG": "C.UTF-8"},
+        env={
+            "HOME": SESSION_HOME,
+            "LANG": "C.UTF-8",
+            **{k: v for k, v in spec.env.items() if k in PROXY_ENV_NAMES},
+        },
         workdir=WORKSPACE,
         runtime=spec.runtime,
+        # Behind the egress proxy no outside name resolves: fail in a second or two, not 20.
+        dns_options=("timeout:1", "attempts:1") if spec.egress is not None else (),
     )
 
 

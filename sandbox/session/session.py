@@ -185,6 +185,7 @@ class Session:
         return SessionCreated(
             **fields,
             container_id=self.container_id,
+            egress_allow=s.egress,
             **dataclasses.asdict(project_access(s)),
         )
 

@@ -14,8 +14,11 @@ def now_iso() -> str:
 
 
 class SessionSpec(SessionFields):
-    """What a session was created with: the contract's create fields, plus the shell's user and
-    base environment, which stay on the server."""
+    """What a session was created with: the contract's create fields, plus what stays on the
+    server: the shell's user and base environment, and the egress allow-list (public as
+    ``egress_allow``) with the session's proxy password."""
 
     user: str  # "uid:gid" of the shell
     env: dict[str, str] = Field(default_factory=dict)
+    egress: list[str] | None = None  # the allow-list (through the egress proxy), if any
+    egress_secret: str = ""  # the session's proxy password

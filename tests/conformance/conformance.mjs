@@ -31,6 +31,7 @@ const TOOLS = [
   "session_destroy",
   "session_info",
   "session_list",
+  "session_update",
   "signal",
 ];
 // Every code of the contract; INTERNAL is a server bug by definition: no client can provoke it.

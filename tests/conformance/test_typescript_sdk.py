@@ -128,7 +128,7 @@ def test_mcp_inspector_cli_lists_tools_and_shows_an_error_result(
     node: str, server_env: dict[str, str]
 ) -> None:
     listed = json.loads(_inspector(node, server_env, "tools/list"))
-    assert len(listed["tools"]) == 11
+    assert len(listed["tools"]) == 12  # the contract's eleven and session_update
     assert all("outputSchema" in tool for tool in listed["tools"])
     called = json.loads(
         _inspector(

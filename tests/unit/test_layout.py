@@ -1,6 +1,6 @@
 """The house's rules, read from the source: folders form layers, and no imports go round.
 
-Layers, lowest first: ``version``/``errors``, ``config``/``models``, ``backends``,
+Layers, lowest first: ``version``/``errors``, ``config``/``models``, ``backends``, ``egress``,
 ``terminal``, ``shell``, ``session``, ``web``, ``mcp``, ``cli``, ``testing``. A module may
 import from its own folder and from lower layers, never from a higher one (also not inside a
 function);
@@ -21,14 +21,15 @@ LAYERS = {
     "config": 1,
     "models": 1,
     "backends": 2,
-    "terminal": 3,
-    "shell": 4,
-    "session": 5,
-    "web": 6,
-    "mcp": 7,
-    "cli": 8,
-    "testing": 9,
-    "__main__": 10,
+    "egress": 3,
+    "terminal": 4,
+    "shell": 5,
+    "session": 6,
+    "web": 7,
+    "mcp": 8,
+    "cli": 9,
+    "testing": 10,
+    "__main__": 11,
 }
 
 

@@ -39,6 +39,7 @@ TOOLS = {
     "resize",
     "read_log",
     "server_info",
+    "session_update",
 }
 LIMIT_S = 20  # upper bound of any single test step
 
@@ -123,7 +124,7 @@ async def create(client: Client, project: Path, **extra: Any) -> str:
 
 
 # -- listing --------------------------------------------------------------------------------
-async def test_lists_the_eleven_contract_tools_with_schemas_and_annotations(
+async def test_lists_the_contract_tools_and_session_update_with_schemas_and_annotations(
     client: Client,
 ) -> None:
     with anyio.fail_after(LIMIT_S):
@@ -557,3 +558,44 @@ async def test_unexpected_exception_is_internal_and_logged(
     crash = [r for r in caplog.records if r.name == "sandbox.mcp.server"]
     assert crash
     assert crash[0].exc_info is not None
+
+
+# -- egress allow-lists (the engine side is tests/integration/test_egress.py) ---------------
+async def test_an_allow_list_on_an_engine_without_networks_is_invalid_argument(
+    client: Client, project: Path
+) -> None:
+    error = await fail(
+        client, "session_create", project_path=str(project), network=["pypi.org", "*.x.org"]
+    )
+    assert error["code"] == "INVALID_ARGUMENT"
+    assert "allow-list" in error["message"]
+    error = await fail(client, "session_create", project_path=str(project), network=["*"])
+    assert "bad host pattern" in error["message"]
+    assert "*.github.com" in error["hint"]
+
+
+async def test_a_client_cannot_widen_the_servers_allow_list(
+    config: SandboxConfig, project: Path
+) -> None:
+    listed = config.model_copy(update={"egress_allow": ("pypi.org",)})
+    mgr = SessionManager(listed, FakeBackend())
+    async with Client(build_server(listed, mgr)) as c:
+        error = await fail(c, "session_create", project_path=str(project), network="evil.org")
+        assert "evil.org" in error["message"]
+        assert "pypi.org" in error["hint"]
+        error = await fail(c, "session_create", project_path=str(project), network=True)
+        assert "full network" in error["message"]
+        info = await call(c, "server_info")
+        assert info["egress"]["allow"] == ["pypi.org"]
+        assert info["egress"]["clients_may_widen"] is False
+    mgr.close()
+
+
+async def test_session_update_needs_a_session_with_an_allow_list(
+    client: Client, project: Path
+) -> None:
+    sid = await create(client, project)
+    error = await fail(client, "session_update", session_id=sid, network=["pypi.org"])
+    assert error["code"] == "INVALID_ARGUMENT"
+    assert "no egress allow-list" in error["message"]
+    assert (await call(client, "session_info", session_id=sid))["egress"] is None
