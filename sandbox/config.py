@@ -140,7 +140,7 @@ class SandboxConfig(BaseSettings):
     egress_allow: tuple[str, ...] = Field(
         default=(),
         description="Hosts sessions may reach through the egress proxy (comma-separated "
-        "patterns: pypi.org, *.github.com, host:port): the default network of sessions that "
+        "patterns: pkg.test, *.github.com, host:port): the default network of sessions that "
         "ask none, and the most a client may ask.",
     )
     egress_network: str = Field(
@@ -171,9 +171,7 @@ class SandboxConfig(BaseSettings):
     http_client_idle_s: int = Field(
         default=1800, ge=10, description="An MCP connection idle this long is closed."
     )
-    web: bool = Field(
-        default=False, description="`sandbox serve` also serves the web view at /ui."
-    )
+    web: bool = Field(default=False, description="`sandbox serve` also serves the web view at /ui.")
 
     @field_validator("allowed_roots", mode="before")
     @classmethod

@@ -39,7 +39,7 @@ class CreateRequest(_Model):
     network: bool | list[str] | None = Field(
         default=None,
         description="false: none; true: the full network (where allowed); a list of host "
-        'patterns ("pypi.org", "*.github.com", "host:443"): those hosts only, through the '
+        'patterns ("pkg.test", "*.github.com", "host:443"): those hosts only, through the '
         "egress proxy.",
     )
     read_only_project: bool = False

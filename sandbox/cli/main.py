@@ -149,7 +149,7 @@ def _box_options() -> _Parser:
         action="append",
         default=[],
         metavar="HOST",
-        help="let the sandbox reach HOST (pypi.org, *.github.com, host:port) through the egress "
+        help="let the sandbox reach HOST (pkg.test, *.github.com, host:port) through the egress "
         "proxy, and nothing else (repeatable)",
     )
     box.add_argument(

@@ -1,8 +1,8 @@
 """Host patterns of an egress allow-list, what a session gets, and the server's ceiling.
 
-A pattern is a host name (``pypi.org``), a wildcard over its subdomains (``*.github.com``:
+A pattern is a host name (``pkg.test``), a wildcard over its subdomains (``*.github.com``:
 ``api.github.com`` and ``a.b.github.com``, not ``github.com`` itself) or an IPv4 address,
-optionally with a port (``pypi.org:443``). Without a port it allows 80 and 443 (HTTP and
+optionally with a port (``pkg.test:443``). Without a port it allows 80 and 443 (HTTP and
 HTTPS). The proxy's helper only applies a regex: this module compiles it (``compile_allow``),
 so the meaning of a pattern lives here alone.
 
@@ -26,7 +26,7 @@ MAX_PATTERNS = 256
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _HOST = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
 _IPV4 = re.compile(r"^(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)$")
-_FORMS = "pypi.org, *.github.com or pypi.org:443"
+_FORMS = "pkg.test, *.github.com or pkg.test:443"
 
 
 @dataclass(frozen=True, order=True)

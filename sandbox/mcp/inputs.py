@@ -103,7 +103,7 @@ class SessionCreateInput(CreateRequest):
     network: bool | list[str] | None = Field(
         default=None,
         description="false: no network (the default unless the server sets one); true: the "
-        'full network, where the server allows it; a list of hosts, e.g. ["pypi.org", '
+        'full network, where the server allows it; a list of hosts, e.g. ["pkg.test", '
         '"*.github.com", "example.com:8443"]: only those, through the egress proxy (HTTP and '
         "HTTPS via HTTP(S)_PROXY; ports 80 and 443 unless one is given).",
     )
@@ -164,7 +164,7 @@ _BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off"}
 
 class SessionUpdateInput(SessionInput):
     network: list[str] = Field(
-        description='The session\'s new allow-list, e.g. ["pypi.org", "*.github.com"] (within '
+        description='The session\'s new allow-list, e.g. ["pkg.test", "*.github.com"] (within '
         "what the server allows); it replaces the old one at once, without a restart."
     )
 

@@ -36,7 +36,7 @@ DESCRIPTIONS: dict[str, str] = {
     "session_create": """\
 Start a sandboxed terminal: a throwaway Linux container running bash, with the host directory \
 project_path mounted at /workspace (read-write unless read_only_project). No network unless \
-network=true, or network=["pypi.org", "*.github.com"] for those hosts only (HTTP/HTTPS through \
+network=true, or network=["pkg.test", "*.github.com"] for those hosts only (HTTP/HTTPS through \
 a proxy the session's HTTP(S)_PROXY names). Shell state (cwd, variables, background jobs) \
 persists until session_destroy. Returns the session_id the other tools take. Often \
 unnecessary: execute with project_path creates the project's session on first use.
@@ -112,7 +112,7 @@ Change the hosts an allow-list session may reach (a session created with network
 once and without restarting it: its shell, processes and files stay. The new list replaces \
 the old one, within what the server allows. A refused host shows in execute's notices and in \
 session_info's egress field.
-Example: {"session_id": "3f2a9c1b7d4e", "network": ["pypi.org", "files.pythonhosted.org"]}""",
+Example: {"session_id": "3f2a9c1b7d4e", "network": ["pkg.test", "files.example.com"]}""",
     "server_info": """\
 The server's version, container engine, default limits (memory, CPUs, processes, timeout, \
 network), maximum timeout, and how many sessions are open out of the maximum.

@@ -30,13 +30,13 @@ def config(**values: object) -> SandboxConfig:
 @pytest.mark.parametrize(
     ("pattern", "host", "port", "expected"),
     [
-        ("pypi.org", "pypi.org", 443, True),
-        ("pypi.org", "pypi.org", 80, True),
-        ("pypi.org", "PyPI.org.", 443, True),
-        ("pypi.org", "pypi.org", 8080, False),
-        ("pypi.org", "files.pypi.org", 443, False),
-        ("pypi.org", "pypi.org.evil.com", 443, False),
-        ("pypi.org", "evilpypi.org", 443, False),
+        ("pkg.test", "pkg.test", 443, True),
+        ("pkg.test", "pkg.test", 80, True),
+        ("pkg.test", "Pkg.TEST.", 443, True),
+        ("pkg.test", "pkg.test", 8080, False),
+        ("pkg.test", "files.pkg.test", 443, False),
+        ("pkg.test", "pkg.test.evil.com", 443, False),
+        ("pkg.test", "evilpkg.test", 443, False),
         ("*.github.com", "api.github.com", 443, True),
         ("*.github.com", "a.b.github.com", 443, True),
         ("*.github.com", "github.com", 443, False),
@@ -55,9 +55,9 @@ def test_a_pattern_allows_exactly_its_hosts_and_ports(
 
 
 def test_dots_in_a_pattern_are_literal_in_the_proxy_regex() -> None:
-    assert not allows(["pypi.org"], "pypixorg", 443)
+    assert not allows(["pkg.test"], "pkgxtest", 443)
     assert compile_allow([]) == r"(?!)"
-    assert not allows([], "pypi.org", 443)
+    assert not allows([], "pkg.test", 443)
 
 
 @pytest.mark.parametrize(
@@ -65,11 +65,11 @@ def test_dots_in_a_pattern_are_literal_in_the_proxy_regex() -> None:
     [
         "*",
         "*.com",
-        "pypi.*",
+        "pkg.*",
         "a*.github.com",
-        "pypi.org:0",
-        "pypi.org:99999",
-        "pypi.org:x",
+        "pkg.test:0",
+        "pkg.test:99999",
+        "pkg.test:x",
         "::1",
         "-bad-.org",
         "has space.org",
@@ -86,9 +86,9 @@ def test_a_bad_pattern_is_invalid_argument_with_the_accepted_forms(bad: str) -> 
 
 
 def test_lists_are_canonical_lower_case_deduplicated_and_sorted() -> None:
-    assert canonical(["PyPI.org", "pypi.org.", "*.GitHub.com:443"]) == [
+    assert canonical(["Pkg.Test", "pkg.test.", "*.GitHub.com:443"]) == [
         "*.github.com:443",
-        "pypi.org",
+        "pkg.test",
     ]
 
 
@@ -96,41 +96,41 @@ def test_what_a_session_gets_from_its_request_and_the_server() -> None:
     plain = config()
     assert session_network(plain, None).enabled is False
     assert session_network(plain, True).allow is None
-    assert session_network(plain, ["pypi.org"]).allow == ("pypi.org",)
+    assert session_network(plain, ["pkg.test"]).allow == ("pkg.test",)
     assert session_network(plain, []).enabled is False
-    listed = config(egress_allow="pypi.org,*.github.com")
+    listed = config(egress_allow="pkg.test,*.github.com")
     default = session_network(listed, None)
     assert default.enabled
-    assert default.allow == ("*.github.com", "pypi.org")
+    assert default.allow == ("*.github.com", "pkg.test")
     assert session_network(listed, False).enabled is False
 
 
 def test_with_a_server_list_a_client_may_narrow_it_but_not_widen_it() -> None:
-    listed = config(egress_allow="pypi.org,*.github.com")
+    listed = config(egress_allow="pkg.test,*.github.com")
     assert not listed.clients_may_widen
-    check_client(listed, ["api.github.com", "pypi.org:443"])
+    check_client(listed, ["api.github.com", "pkg.test:443"])
     check_client(listed, ["*.github.com"])
     check_client(listed, False)
     check_client(listed, None)
-    for wider in (["github.com"], ["pypi.org:8080"], ["evil.org"], True):
+    for wider in (["github.com"], ["pkg.test:8080"], ["evil.org"], True):
         with pytest.raises(InvalidArgumentError) as caught:
             check_client(listed, wider)
-        assert "pypi.org" in caught.value.hint
+        assert "pkg.test" in caught.value.hint
         assert "SANDBOX_EGRESS_ALLOW" in caught.value.hint
 
 
 def test_the_operator_may_let_clients_widen_the_list() -> None:
-    check_client(config(egress_allow="pypi.org", client_network=True), ["evil.org"])
+    check_client(config(egress_allow="pkg.test", client_network=True), ["evil.org"])
     check_client(config(), True)  # no list: today's default, clients may turn it on
     with pytest.raises(InvalidArgumentError, match="full network"):
         check_client(config(client_network=False), True)
     with pytest.raises(InvalidArgumentError, match="beyond"):
-        check_client(config(client_network=False), ["pypi.org"])
+        check_client(config(client_network=False), ["pkg.test"])
 
 
 def test_an_allow_list_under_gvisor_is_a_clear_error(tmp_path: Path) -> None:
     gvisor = config(allowed_roots=str(tmp_path), allowed_runtimes="runsc")
-    request = CreateRequest(project_path=str(tmp_path), runtime="runsc", network=["pypi.org"])
+    request = CreateRequest(project_path=str(tmp_path), runtime="runsc", network=["pkg.test"])
     with pytest.raises(InvalidArgumentError) as caught:
         blueprint(gvisor, request)
     assert "runsc" in caught.value.message
@@ -141,9 +141,9 @@ def test_an_allow_list_session_gets_the_proxy_variables_and_the_internal_network
     tmp_path: Path,
 ) -> None:
     cfg = config(allowed_roots=str(tmp_path), owner="alice")
-    bp = blueprint(cfg, CreateRequest(project_path=str(tmp_path), network=["pypi.org"]))
+    bp = blueprint(cfg, CreateRequest(project_path=str(tmp_path), network=["pkg.test"]))
     spec = session_spec(bp, "abc123", 24, 80, cfg.owner)
-    assert spec.egress == ["pypi.org"]
+    assert spec.egress == ["pkg.test"]
     assert len(spec.egress_secret) == 32
     env = proxy_env("alice", "abc123", spec.egress_secret)
     for name in ("HTTP_PROXY", "https_proxy", "NO_PROXY"):

@@ -565,7 +565,7 @@ async def test_an_allow_list_on_an_engine_without_networks_is_invalid_argument(
     client: Client, project: Path
 ) -> None:
     error = await fail(
-        client, "session_create", project_path=str(project), network=["pypi.org", "*.x.org"]
+        client, "session_create", project_path=str(project), network=["pkg.test", "*.x.org"]
     )
     assert error["code"] == "INVALID_ARGUMENT"
     assert "allow-list" in error["message"]
@@ -577,16 +577,16 @@ async def test_an_allow_list_on_an_engine_without_networks_is_invalid_argument(
 async def test_a_client_cannot_widen_the_servers_allow_list(
     config: SandboxConfig, project: Path
 ) -> None:
-    listed = config.model_copy(update={"egress_allow": ("pypi.org",)})
+    listed = config.model_copy(update={"egress_allow": ("pkg.test",)})
     mgr = SessionManager(listed, FakeBackend())
     async with Client(build_server(listed, mgr)) as c:
         error = await fail(c, "session_create", project_path=str(project), network="evil.org")
         assert "evil.org" in error["message"]
-        assert "pypi.org" in error["hint"]
+        assert "pkg.test" in error["hint"]
         error = await fail(c, "session_create", project_path=str(project), network=True)
         assert "full network" in error["message"]
         info = await call(c, "server_info")
-        assert info["egress"]["allow"] == ["pypi.org"]
+        assert info["egress"]["allow"] == ["pkg.test"]
         assert info["egress"]["clients_may_widen"] is False
     mgr.close()
 
@@ -595,7 +595,7 @@ async def test_session_update_needs_a_session_with_an_allow_list(
     client: Client, project: Path
 ) -> None:
     sid = await create(client, project)
-    error = await fail(client, "session_update", session_id=sid, network=["pypi.org"])
+    error = await fail(client, "session_update", session_id=sid, network=["pkg.test"])
     assert error["code"] == "INVALID_ARGUMENT"
     assert "no egress allow-list" in error["message"]
     assert (await call(client, "session_info", session_id=sid))["egress"] is None
