@@ -1,7 +1,7 @@
 """``python -m bench``: measure every figure next to its floor, print a table, write JSON.
 
-Figures (``--only NAME``, repeatable): execute, mcp, output, create, screen, scale, gvisor,
-egress; see their modules in ``bench/figures``. ``--smoke`` runs each with tiny sizes and
+Figures (``--only NAME``, repeatable): execute, mcp, output, create, screen, interactive, scale,
+gvisor, egress; see their modules in ``bench/figures``. ``--smoke`` runs each with tiny sizes and
 counts (well under a minute) so CI notices when the bench rots; it never judges times. Exit
 status: 0 when every figure ran or was skipped with a reason, 1 when one failed, 130 on Ctrl-C.
 Every container of the run is removed by its owner label on every exit path.

@@ -213,7 +213,16 @@ class ExecResult(_Model):
     log_range: LogRange
     duration_ms: int
     oom_killed: bool = False
-    idle: bool = Field(default=False, description="Returned early: no output for idle_timeout_s.")
+    idle: bool = Field(
+        default=False,
+        description="Returned early (idle_timeout_s or background): the program waits for "
+        "input, or printed nothing for idle_timeout_s.",
+    )
+    waiting_for_input: bool = Field(
+        default=False,
+        description="Returned as soon as the program waited for terminal input (the kernel "
+        "says so: it sleeps reading the terminal), e.g. a REPL's prompt: type into it with send.",
+    )
     session_reset: bool = Field(
         default=False, description="The container had to be reset to stop the command."
     )

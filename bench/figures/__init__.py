@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.context import Context
-from bench.figures import create, egress, execute, gvisor, mcp_stdio, output, scale, screen
+from bench.figures import (
+    create,
+    egress,
+    execute,
+    gvisor,
+    interactive,
+    mcp_stdio,
+    output,
+    scale,
+    screen,
+)
 
 FIGURES: dict[str, Callable[[Context], None]] = {
     "execute": execute.run,
@@ -13,6 +23,7 @@ FIGURES: dict[str, Callable[[Context], None]] = {
     "output": output.run,
     "create": create.run,
     "screen": screen.run,
+    "interactive": interactive.run,
     "scale": scale.run,
     "gvisor": gvisor.run,
     "egress": egress.run,

@@ -39,7 +39,9 @@ def client_of(headers: Mapping[str, str] | None, tokens: Sequence[str]) -> str:
     return ANONYMOUS_CLIENT
 
 
-def headers_of(ctx: Context[Any, Any]) -> Mapping[str, str] | None:
+def headers_of(ctx: Context[Any, Any] | None) -> Mapping[str, str] | None:
+    if ctx is None:  # the stdio fast path: the local client
+        return None
     try:
         return ctx.headers
     except ValueError:  # outside a request

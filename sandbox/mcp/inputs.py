@@ -209,12 +209,14 @@ class ExecuteInput(ToolInput):
     idle_timeout_s: float | None = Field(
         default=None,
         gt=0,
-        description="Return early once the command printed nothing for this long (e.g. it waits "
-        "for input); it keeps running.",
+        description="Return early once the command printed nothing for this long, or as soon "
+        "as it waits for terminal input (waiting_for_input); it keeps running.",
     )
     background: bool = Field(
         default=False,
-        description="Start the command and return while it keeps running; follow it with read.",
+        description="Start the command and return while it keeps running (after its first "
+        "output goes quiet for a second, or at once when it waits for input, e.g. a REPL's "
+        "prompt); follow it with read or send.",
     )
     max_lines: int = Field(
         default=200, ge=0, description="Keep only the last N lines of output (0: none)."

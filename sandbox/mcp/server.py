@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -78,11 +78,15 @@ def ok_result(data: dict[str, Any]) -> CallToolResult:
     )
 
 
-def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | None = None) -> Tool:
-    """An SDK ``Tool`` whose body gets validated arguments and fails the contract's way."""
+ToolRunner = Callable[[dict[str, Any], ToolContext | None], Awaitable[CallToolResult]]
+
+
+def tool_runner(spec: ToolSpec) -> ToolRunner:
+    """The tool's body behind argument validation, failing the contract's way (no context:
+    the stdio fast path, ``sandbox.mcp.stdio_fast``)."""
     name, model = spec.name, spec.input_model
 
-    async def handler(arguments: dict[str, Any], ctx: ToolContext) -> CallToolResult:
+    async def handler(arguments: dict[str, Any], ctx: ToolContext | None) -> CallToolResult:
         try:
             try:
                 args = model.model_validate(arguments)
@@ -103,13 +107,23 @@ def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | N
         data = result if isinstance(result, dict) else result.model_dump(mode="json")
         return ok_result(data)
 
-    parameters = model.model_json_schema()
+    return handler
+
+
+def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | None = None) -> Tool:
+    """An SDK ``Tool`` whose body gets validated arguments and fails the contract's way."""
+    handler = tool_runner(spec)
+
+    async def fn(arguments: dict[str, Any], ctx: ToolContext) -> CallToolResult:
+        return await handler(arguments, ctx)
+
+    parameters = spec.input_model.model_json_schema()
     for field, extra in (schema_patch or {}).items():
         parameters["properties"][field].update(extra)
     return Tool(
-        fn=handler,
-        name=name,
-        title=TITLES[name],
+        fn=fn,
+        name=spec.name,
+        title=TITLES[spec.name],
         description=description,
         parameters=parameters,
         fn_metadata=FuncMetadata(arg_model=_RawArguments, output_model=spec.output_model),
@@ -124,6 +138,13 @@ def build_server(
 ) -> MCPServer[Any]:
     """The MCP server for ``manager`` (created, and closed when the server stops, if omitted),
     or for ``tools`` (shared with the web view, which sees what they see)."""
+    return build_server_and_runners(config, manager, tools=tools)[0]
+
+
+def build_server_and_runners(
+    config: SandboxConfig, manager: SessionManager | None = None, *, tools: Tools | None = None
+) -> tuple[MCPServer[Any], dict[str, ToolRunner]]:
+    """``build_server``, and each tool's runner over the same state (the stdio fast path)."""
     owned = manager is None and tools is None
     if tools is not None:
         manager = tools.manager
@@ -150,9 +171,10 @@ def build_server(
         )
         for name, text in DESCRIPTIONS.items()
     }
-    registered = [make_tool(s, described[s.name], patches.get(s.name)) for s in tools.specs()]
+    specs = tools.specs()
+    registered = [make_tool(s, described[s.name], patches.get(s.name)) for s in specs]
     lifespan = _closing_lifespan(manager) if owned else None
-    return MCPServer(
+    server = MCPServer(
         "sandbox",
         title="sandbox",
         instructions=INSTRUCTIONS,
@@ -161,6 +183,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
     )
+    return server, {s.name: tool_runner(s) for s in specs}
 
 
 def _closing_lifespan(

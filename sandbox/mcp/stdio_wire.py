@@ -39,17 +39,19 @@ class WireWriter:
         self._fd = fd
         self._poll = select.poll()
         self._poll.register(fd, select.POLLOUT)
+        self._lock = anyio.Lock()  # the SDK's writer and the fast path: whole lines each
 
     async def write(self, text: str) -> None:
         rest = [memoryview(text.encode("utf-8"))]
-        try:
-            await self._send(rest)
-        except anyio.get_cancelled_exc_class():
-            # Stopping mid-line would leave the client half a JSON message: finish the line
-            # if the client reads within a moment.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(FINISH_LINE_S):
+        async with self._lock:
+            try:
                 await self._send(rest)
-            raise
+            except anyio.get_cancelled_exc_class():
+                # Stopping mid-line would leave the client half a JSON message: finish the
+                # line if the client reads within a moment.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(FINISH_LINE_S):
+                    await self._send(rest)
+                raise
 
     async def _send(self, rest: list[memoryview]) -> None:
         while rest[0]:

@@ -64,7 +64,8 @@ shell stays usable. For anything that may run longer than about 30 s (servers, w
 builds or test suites) prefer background=true: execute returns after the first output while \
 the command keeps running; follow it with read (e.g. wait_for a regex) and stop it with signal.
 For programs that wait for keyboard input (REPLs, prompts, editors) use send and read instead; \
-idle_timeout_s returns early when a command goes quiet waiting for input.
+execute with background=true (or idle_timeout_s) returns as soon as the program waits for \
+terminal input (waiting_for_input=true, e.g. `python3 -q` at its prompt).
 output keeps the last max_lines lines (truncated=true when cut); the full output is in the \
 session log at log_range: page it with read_log.
 Pass session_id, or project_path (+ name) to use that project's session, created on first use.

@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 ToolContext = Context[Any, Any]
-ToolBody = Callable[[Any, ToolContext], Awaitable[BaseModel | dict[str, Any]]]
+ToolBody = Callable[[Any, ToolContext | None], Awaitable[BaseModel | dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -119,10 +119,10 @@ class Tools:
         self.clients = ClientLedger(config, manager)
 
     # -- clients: quotas and ownership ------------------------------------------------------
-    def client(self, ctx: ToolContext) -> str:
+    def client(self, ctx: ToolContext | None) -> str:
         return client_of(headers_of(ctx), self.config.all_tokens)
 
-    def session(self, ctx: ToolContext, session_id: str) -> Session:
+    def session(self, ctx: ToolContext | None, session_id: str) -> Session:
         """The session, if this client may use it (another token's is not found)."""
         if not self.clients.visible(self.client(ctx), session_id):
             raise SessionNotFoundError(
@@ -158,38 +158,46 @@ class Tools:
             )
 
     # -- sessions ----------------------------------------------------------------------------
-    async def session_create(self, args: SessionCreateInput, ctx: ToolContext) -> SessionCreated:
+    async def session_create(
+        self, args: SessionCreateInput, ctx: ToolContext | None
+    ) -> SessionCreated:
         return await self._run(partial(self.clients.create, self.client(ctx), args))
 
-    async def session_list(self, args: NoInput, ctx: ToolContext) -> SessionList:
+    async def session_list(self, args: NoInput, ctx: ToolContext | None) -> SessionList:
         listed = await self._run(self.manager.list_sessions)
         client = self.client(ctx)
         mine = [s for s in listed.sessions if self.clients.visible(client, s.session_id)]
         return SessionList(sessions=mine, count=len(mine))
 
-    async def session_info(self, args: SessionInput, ctx: ToolContext) -> SessionInfo:
+    async def session_info(self, args: SessionInput, ctx: ToolContext | None) -> SessionInfo:
         self.session(ctx, args.session_id)
         return await self._run(partial(self.manager.info, args.session_id))
 
-    async def session_destroy(self, args: SessionDestroyInput, ctx: ToolContext) -> Destroyed:
+    async def session_destroy(
+        self, args: SessionDestroyInput, ctx: ToolContext | None
+    ) -> Destroyed:
         self.session(ctx, args.session_id)
         return await self._run(partial(self.manager.destroy, args.session_id, force=args.force))
 
-    async def session_update(self, args: SessionUpdateInput, ctx: ToolContext) -> SessionUpdated:
+    async def session_update(
+        self, args: SessionUpdateInput, ctx: ToolContext | None
+    ) -> SessionUpdated:
         self.session(ctx, args.session_id)
         check_client(self.config, args.network)
         allow = await self._run(partial(self.manager.update_network, args.session_id, args.network))
         return SessionUpdated(session_id=args.session_id, egress_allow=allow)
 
-    async def server_info(self, args: NoInput, ctx: ToolContext) -> ServerInfo:
+    async def server_info(self, args: NoInput, ctx: ToolContext | None) -> ServerInfo:
         return await self._run(self.manager.server_info)
 
     # -- execute -----------------------------------------------------------------------------
-    async def execute(self, args: ExecuteInput, ctx: ToolContext) -> ExecResult:
+    async def execute(self, args: ExecuteInput, ctx: ToolContext | None) -> ExecResult:
         cancel = threading.Event()
         loop = anyio.lowlevel.current_token()
 
         def progress(elapsed: float, line: str) -> None:  # engine thread, about once a second
+            if ctx is None:  # the stdio fast path: no progress token to report to
+                return
             with contextlib.suppress(Exception):
                 anyio.from_thread.run(_report_progress, ctx, elapsed, line, token=loop)
 
@@ -245,7 +253,7 @@ class Tools:
             raise
 
     # -- terminal ----------------------------------------------------------------------------
-    async def send(self, args: SendInput, ctx: ToolContext) -> dict[str, Any]:
+    async def send(self, args: SendInput, ctx: ToolContext | None) -> dict[str, Any]:
         self._max_ms("wait_ms", args.wait_ms)
         session = self.session(ctx, args.session_id)
         return await self._run(partial(self._send, session, args), abandon=True)
@@ -257,7 +265,7 @@ class Tools:
         )
         return sent.model_dump(mode="json", exclude_none=True)
 
-    async def read(self, args: ReadInput, ctx: ToolContext) -> ReadResult:
+    async def read(self, args: ReadInput, ctx: ToolContext | None) -> ReadResult:
         self._max_ms("timeout_ms", args.timeout_ms)
         session = self.session(ctx, args.session_id)
         return await self._run(
@@ -274,15 +282,15 @@ class Tools:
             abandon=True,
         )
 
-    async def signal(self, args: SignalInput, ctx: ToolContext) -> SignalResult:
+    async def signal(self, args: SignalInput, ctx: ToolContext | None) -> SignalResult:
         session = self.session(ctx, args.session_id)
         return await self._run(partial(session.signal, args.signal, escalate_=args.escalate))
 
-    async def resize(self, args: ResizeInput, ctx: ToolContext) -> ResizeResult:
+    async def resize(self, args: ResizeInput, ctx: ToolContext | None) -> ResizeResult:
         session = self.session(ctx, args.session_id)
         return await self._run(partial(session.resize, args.rows, args.cols))
 
-    async def read_log(self, args: ReadLogInput, ctx: ToolContext) -> LogChunk:
+    async def read_log(self, args: ReadLogInput, ctx: ToolContext | None) -> LogChunk:
         session = self.session(ctx, args.session_id)
         # An agent never gets raw terminal strings (titles, OSC 52, DCS): see SECURITY.md.
         return await self._run(

@@ -22,6 +22,7 @@ from sandbox.errors import (
 from sandbox.models import ExecResult, LogRange
 from sandbox.session import notices
 from sandbox.session.command_wait import ExecOptions, wait_for_end
+from sandbox.session.input_watch import InputCheck, InputWatch
 from sandbox.session.output import OutputStreamer, shape_output
 from sandbox.session.process_control import GRACE_S, ProcessControl
 from sandbox.session.recovery import ShellRecovery
@@ -62,11 +63,13 @@ class CommandRunner:
         recovery: ShellRecovery,
         *,
         max_bytes: int,
+        input_watch: InputWatch | None = None,
     ) -> None:
         self.link = link
         self.control = control
         self.recovery = recovery
         self._max_bytes = max_bytes
+        self.input_watch = input_watch  # background and idle returns ask it
 
     def execute(self, command: str, options: ExecOptions) -> ExecResult:
         """Run ``command`` in the shell and return exactly what it printed and its exit code."""
@@ -193,8 +196,11 @@ class CommandRunner:
         stream = None
         if options.on_output is not None:
             stream = OutputStreamer(self.link.log, p, options.on_output)
+        check = None
+        if options.idle_after_s is not None and self.input_watch is not None:
+            check = InputCheck(self.input_watch, self.link, self.control.wait_done)
         while True:
-            run.outcome = wait_for_end(self.link, p, deadline, options, stream)
+            run.outcome = wait_for_end(self.link, p, deadline, options, stream, check)
             if run.outcome != "lost" or self._confirm_lost(p):
                 break
         if run.outcome == "lost":
@@ -284,7 +290,8 @@ class CommandRunner:
             log_range=LogRange(from_byte=start, to_byte=end),
             duration_ms=int((time.monotonic() - run.t0) * 1000),
             oom_killed=oom,
-            idle=run.outcome == "idle",
+            idle=run.outcome in ("idle", "input"),
+            waiting_for_input=run.outcome == "input",
             session_reset=run.reset,
             shell_exited=shell_died,
             shell_restarted=run.restarted or run.revived,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from sandbox.errors import SandboxError, SessionNotFoundError
+from sandbox.session.input_watch import InputCheck
 from sandbox.session.output import OutputFn, OutputStreamer
 from sandbox.session.shell_link import ShellLink
 from sandbox.shell.tracker import Pending
@@ -74,15 +75,21 @@ def wait_for_end(
     deadline: float,
     options: ExecOptions,
     stream: OutputStreamer | None,
+    check: InputCheck | None = None,
 ) -> str:
-    """Wait until the command ends or another outcome is due; meanwhile stream its
-    output, report progress and check that the container still runs."""
+    """Wait until the command ends or another outcome is due ("input": with ``check``, its
+    program waits for terminal input); meanwhile stream its output, report progress and
+    check that the container still runs."""
     next_progress = time.monotonic() + PROGRESS_EVERY_S
     next_check = time.monotonic() + LIVENESS_EVERY_S
     while True:
-        outcome = _next_outcome(link, p, deadline, options, stream, next_progress, next_check)
+        outcome = _next_outcome(
+            link, p, deadline, options, stream, next_progress, next_check, check
+        )
         if outcome is not None:
             return outcome
+        if check is not None and check.waits(p):
+            return "input"
         if time.monotonic() >= next_check:
             quiet = time.monotonic() - link.last_output >= LIVENESS_EVERY_S
             next_check = time.monotonic() + LIVENESS_EVERY_S
@@ -104,6 +111,7 @@ def _next_outcome(
     stream: OutputStreamer | None,
     next_progress: float,
     next_check: float,
+    check: InputCheck | None = None,
 ) -> str | None:
     """Sleep on ``cond`` until the wait ends (its outcome) or something is due (None)."""
     idle_after = options.idle_after_s
@@ -134,6 +142,11 @@ def _next_outcome(
                 wake = min(wake, quiet_since + idle_after)
             if options.cancel is not None:
                 wake = min(wake, now + 0.1)
+            ask_at = None if check is None else check.ask_at(p)  # time to ask the kernel
+            if ask_at is not None:
+                if now >= ask_at:
+                    return None
+                wake = min(wake, ask_at)
             due = options.progress is not None and now >= next_progress
             if due or (stream is not None and stream.pending()) or now >= next_check:
                 return None

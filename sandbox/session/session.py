@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
 from typing import Unpack
 
@@ -33,6 +34,7 @@ from sandbox.models import (
 from sandbox.session.command_runner import CommandRunner
 from sandbox.session.command_wait import ExecKeywords, ExecOptions, ProgressFn
 from sandbox.session.display import Display
+from sandbox.session.input_watch import InputWatch, open_watcher
 from sandbox.session.output import OutputFn
 from sandbox.session.process_control import ProcessControl
 from sandbox.session.profile import project_access
@@ -86,12 +88,16 @@ class Session:
         self.view = TerminalView(self.link, self.takeover, max_bytes=execute_max_bytes)
         self.recovery = ShellRecovery(self.link)
         self.control = ProcessControl(self.link, self.recovery)
+        self.input_watch = InputWatch(partial(open_watcher, self.link), self.id)
         self.runner = CommandRunner(
-            self.link, self.control, self.recovery, max_bytes=execute_max_bytes
+            self.link,
+            self.control,
+            self.recovery,
+            max_bytes=execute_max_bytes,
+            input_watch=self.input_watch,
         )
         # what the public surface calls straight through to a part
         self.open_shell = self.link.open_shell
-        self.detach = self.link.detach
         self.wait_ended = self.link.wait_ended
         self.read_log = self.view.read_log
         self.send = self.view.send
@@ -175,7 +181,13 @@ class Session:
 
     def close(self) -> Destroyed:
         """Stop the shell and release local resources (the manager removes the container)."""
+        self.input_watch.close()
         return Destroyed(destroyed=True, exit_code=self.link.close())
+
+    def detach(self) -> None:
+        """Let go of a durable session's shell without ending it (tmux keeps it running)."""
+        self.input_watch.close()
+        self.link.detach()
 
     # -- what it says about itself -----------------------------------------------------------
     def created(self) -> SessionCreated:

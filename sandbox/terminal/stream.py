@@ -14,9 +14,12 @@ threads) and split by cost:
 - ``LazyScreen`` owns a ``ScreenModel`` (``screen.py``: pyte with its gaps fixed) and parses
   nothing until someone asks for the screen. Then it feeds at most ``backlog_limit`` bytes:
   when more is pending it resets and replays only the tail, starting at a restart point when one
-  is close enough, else just after a newline, and skipping whole alternate-screen sessions that
-  ended before the end (their main screen comes back unchanged on leave). pyte manages roughly
-  1-2 MB/s, so a snapshot after any amount of output costs a few tens of milliseconds.
+  is close enough, and skipping whole alternate-screen sessions that ended before the end
+  (their main screen comes back unchanged on leave). Scrolling shell output replays exactly
+  from its last ``rows`` lines (``exact_tail``); other output from just after a newline within
+  the budget. While a program holds the alternate screen, the main screen behind it is rebuilt
+  only when it leaves. pyte manages 0.3-2 MB/s, so a snapshot after any amount of output
+  costs a few milliseconds to a few tens.
 """
 
 from __future__ import annotations
@@ -75,6 +78,16 @@ _SCAN = re.compile(
 )
 # Every sequence _SCAN finds contains one of these; ``bytes.__contains__`` is memmem-fast.
 _HINTS = (b"\x1b[?", b"\x1b[6n", b"\x1b[c", b"\x1b[0c", b"\x1b[>", b"\x1b[2", b"\x1bc", b"\x1b]")
+# Sequences that change nothing but the row the cursor is on (SGR, erase/move within the row,
+# ECH/DCH/ICH), modes that draw nothing (cursor keys, cursor visibility, bracketed paste, mouse,
+# focus, synchronized output), OSC strings, keypad modes and the default G0 charset.
+_IN_ROW = re.compile(
+    rb"\x1b(?:\[[0-9;:]*[mKGCDXP@]"
+    rb"|\[\?(?:1|12|25|1000|1002|1003|1004|1005|1006|1015|2004|2026)"
+    rb"(?:;(?:1|12|25|1000|1002|1003|1004|1005|1006|1015|2004|2026))*[hl]"
+    rb"|\][^\x07\x1b]*(?:\x07|\x1b\\)|\(B|[=>])"
+)
+EXACT_FEED = 2048  # pending bytes fed as they are, without looking for a shorter replay
 _CARRY = 64  # bytes of the previous chunk kept to find sequences split across chunks
 _EVENT_LIMIT = 1024
 _TITLE_STACK_LIMIT = 10
@@ -209,6 +222,8 @@ class LazyScreen:
         self.backlog_limit = backlog_limit
         self.fed_upto = 0
         self.model = ScreenModel(rows, cols)
+        self._snapshot: ScreenSnapshot | None = None
+        self._main_stale = False  # the main screen behind the alternate one was not rebuilt
 
     def catch_up(
         self, end: int, read_range: Callable[[int, int], bytes], scanner: StreamScanner
@@ -217,22 +232,51 @@ class LazyScreen:
         ``read_range(start, stop)``."""
         if end <= self.fed_upto:
             return
-        if end - self.fed_upto <= self.backlog_limit:
-            self.model.feed(read_range(self.fed_upto, end))
-            self.fed_upto = end
+        pending = end - self.fed_upto
+        must_replay = self._main_stale and self._leaves(end, scanner)
+        if pending <= EXACT_FEED and not must_replay:
+            self._feed(read_range(self.fed_upto, end), end)
             return
         base, points = scanner.restart_points(end)
         ranges = _plan(end, self.backlog_limit, base, points)
-        log.debug("screen: %d bytes behind, replaying %s", end - self.fed_upto, ranges)
+        modes = [_alternate_at(r.start, base, points) for r in ranges]
+        # In the alternate screen, the main one is not drawn until the program leaves it: it
+        # is rebuilt then (``_main_stale``), not now.
+        skip_main = bool(modes) and modes[-1]
+        replay: list[tuple[bool, bool, bytes]] = []  # (alternate, from the last row, bytes)
+        for (start, stop, clipped), alternate in zip(ranges, modes, strict=True):
+            if skip_main and not alternate:
+                continue
+            data = read_range(start, stop)
+            tail = None if alternate else exact_tail(data, self.model.rows)
+            if tail is not None:
+                replay.append((False, True, tail))
+            else:
+                replay.append((alternate, False, _clip(data, clipped)))
+        if not must_replay and pending <= sum(len(data) for _, _, data in replay):
+            self._feed(read_range(self.fed_upto, end), end)  # as cheap, and exact
+            return
+        log.debug("screen: %d bytes behind, replaying %s", pending, ranges)
+        self._main_stale = skip_main
         self.model.reset()
         self.model.title = scanner.title
         self.model.application_cursor = scanner.application_cursor
-        for start, stop, clipped in ranges:
-            self.model.set_alternate(_alternate_at(start, base, points))
-            data = read_range(start, stop)
-            if clipped:
-                data = _from_line_start(data)
+        for alternate, from_bottom, data in replay:
+            self.model.set_alternate(alternate)
+            if from_bottom:
+                self.model.cursor_to_bottom()
             self.model.feed(data)
+        self._snapshot = None
+        self.fed_upto = end
+
+    def _leaves(self, end: int, scanner: StreamScanner) -> bool:
+        """Whether the stream leaves the alternate screen between what was fed and ``end``."""
+        _, points = scanner.restart_points(end)
+        return any(p.kind == "leave" and p.offset > self.fed_upto for p in points)
+
+    def _feed(self, data: bytes, end: int) -> None:
+        self.model.feed(data)
+        self._snapshot = None
         self.fed_upto = end
 
     @property
@@ -240,7 +284,10 @@ class LazyScreen:
         return self.model.application_cursor
 
     def snapshot(self) -> ScreenSnapshot:
-        return self.model.snapshot()
+        """What the screen shows (kept until more is fed or it is resized)."""
+        if self._snapshot is None:
+            self._snapshot = self.model.snapshot()
+        return self._snapshot
 
     def cursor_report(self) -> bytes:
         return self.model.cursor_report()
@@ -249,6 +296,7 @@ class LazyScreen:
         """Resize now; bytes not yet fed are then drawn at the new size (a program redraws
         after SIGWINCH anyway). Call ``catch_up`` first for an exact result."""
         self.model.resize(rows, cols)
+        self._snapshot = None
 
 
 def _plan(end: int, budget: int, base: bool, points: list[RestartPoint]) -> list[_Range]:
@@ -296,6 +344,33 @@ def _alternate_at(offset: int, base: bool, points: list[RestartPoint]) -> bool:
             break
         mode = point.alternate
     return mode
+
+
+def exact_tail(data: bytes, rows: int) -> bytes | None:
+    """The end of a main-screen stretch that alone draws the screen exactly as all of it
+    would, fed with the cursor at the start of the last row; None when no short end does.
+
+    Checked: the last ``2 * rows - 1`` newlines (``CR LF``) move the cursor across rows and
+    nothing else does (only in-row sequences: colours, erase in line, column moves; modes that
+    draw nothing; OSC strings). The first ``rows - 1`` of them bring the cursor to the last row
+    from wherever it was, so each of the last ``rows`` scrolls a blank row in: every row left
+    on the screen is drawn by the text after the ``rows``-th newline from the end, which is the
+    tail returned."""
+    newlines = []
+    cut = len(data)
+    for _ in range(2 * rows):
+        cut = data.rfind(b"\n", 0, cut)
+        if cut <= 0 or data[cut - 1] != 0x0D:
+            return None
+        newlines.append(cut)
+    checked = data[newlines[-1] + 1 :]
+    if b"\x1b" in checked and b"\x1b" in _IN_ROW.sub(b"", checked):
+        return None
+    return data[newlines[rows - 1] + 1 :]
+
+
+def _clip(data: bytes, clipped: bool) -> bytes:
+    return _from_line_start(data) if clipped else data
 
 
 def _from_line_start(data: bytes) -> bytes:

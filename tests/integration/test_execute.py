@@ -243,3 +243,18 @@ def test_set_e_kills_the_shell_and_is_reported(fresh: Session) -> None:
     again = fresh.execute("false; echo survived", timeout_s=10)  # set -e is gone with the shell
     assert again.output == "survived\n"
     assert again.shell_restarted
+
+
+def test_background_returns_at_a_repl_prompt_as_the_kernel_says(shared: Session) -> None:
+    result = shared.execute("python3 -q", timeout_s=40, background=True, idle_timeout_s=30)
+    assert result.waiting_for_input
+    assert result.still_running
+    assert result.output.endswith(">>> ")
+    shared.send(text="exit()\n")
+    assert shared.wait_done(10)
+
+
+def test_idle_timeout_does_not_take_a_sleeping_program_for_waiting(shared: Session) -> None:
+    result = shared.execute("sleep 0.5 | cat; echo done", timeout_s=40, idle_timeout_s=30)
+    assert not result.waiting_for_input
+    assert result.output == "done\n"
