@@ -55,12 +55,20 @@ class CreateRequest(_Model):
     )
 
 
-class SessionCreated(_Model):
-    """Output of ``session_create``."""
-
+class _SessionIdentity(_Model):
     session_id: str
     name: str
+
+
+class _ContainerRef(_SessionIdentity):
     container_id: str
+
+
+class SessionFields(_SessionIdentity):
+    """The create fields of the contract, fixed for a session's life: ``SessionCreated`` (the
+    public result) and ``sandbox.session.spec.SessionSpec`` (the server's own record) both
+    derive from this one list."""
+
     image: str
     project_path: str
     workdir: str
@@ -73,6 +81,14 @@ class SessionCreated(_Model):
     read_only_project: bool = False
     command: list[str] | None = None
     runtime: str | None = None
+
+
+# The bases' order is the schema's property order (pydantic follows the reversed MRO):
+# session_id, name (_SessionIdentity), container_id, then the create fields, as the contract has
+# them; tests/unit/test_output_schemas.py holds it there.
+class SessionCreated(SessionFields, _ContainerRef):
+    """Output of ``session_create``."""
+
     egress_allow: list[str] | None = Field(
         default=None,
         description="The hosts the session may reach through the egress proxy (network is "

@@ -120,18 +120,9 @@ def bridge(link: Link, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int | None:
     stop = threading.Event()
     stopped_by: list[int] = []
     ended = threading.Event()
-
-    def write_out(data: bytes) -> None:
-        try:
-            _write_all(stdout_fd, data)
-        except OSError:
-            stop.set()
-
-    screen: TerminalFilter | PipeCleaner
-    if os.isatty(stdout_fd):
-        screen = TerminalFilter(write_out, drop_queries=link.answers_queries)
-    else:  # output captured by a script: plain text, as `sandbox run` gives it
-        screen = PipeCleaner(lambda text: write_out(text.encode("utf-8", "replace")))
+    screen = _screen(link, stdout_fd, stop)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
 
     def pump() -> None:
         try:
@@ -141,50 +132,23 @@ def bridge(link: Link, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int | None:
             pass
         finally:
             ended.set()
-            with contextlib.suppress(OSError):
-                os.write(wake_w, b"e")
-
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
+            _wake(wake_w, b"e")
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if signum != signal.SIGWINCH:
             stopped_by.append(signum)
             stop.set()
-        with contextlib.suppress(OSError):
-            os.write(wake_w, b"s")
+        _wake(wake_w, b"s")
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (*_STOP_SIGNALS, signal.SIGWINCH)}
     reader = threading.Thread(target=pump, name="sandbox-bridge", daemon=True)
     size = terminal_size(stdout_fd)
-    stdin_open = True
     try:
         with RawTerminal(stdin_fd):
             with contextlib.suppress(SandboxError):
                 link.resize(*size)
             reader.start()
-            while not ended.is_set() and not stop.is_set():
-                fds = [wake_r, stdin_fd] if stdin_open else [wake_r]
-                try:
-                    ready, _, _ = select.select(fds, [], [], 1.0)
-                except InterruptedError:  # pragma: no cover - PEP 475 retries
-                    continue
-                if wake_r in ready:
-                    os.read(wake_r, 512)
-                    new_size = terminal_size(stdout_fd)
-                    if new_size != size:
-                        size = new_size
-                        with contextlib.suppress(SandboxError):
-                            link.resize(*size)
-                if stdin_open and stdin_fd in ready:
-                    data = _read(stdin_fd)
-                    if not data:  # end of input (a pipe): end the shell like ^D would
-                        stdin_open = False
-                        data = _EOT
-                    try:
-                        link.write(data)
-                    except SandboxError:
-                        break
+            _forward(link, size, stdin_fd, stdout_fd, wake_r, until=(ended, stop))
             stop.set()
             reader.join(timeout=2.0)
     finally:
@@ -195,6 +159,62 @@ def bridge(link: Link, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int | None:
             os.close(wake_r)
             os.close(wake_w)
     return stopped_by[0] if stopped_by else None
+
+
+def _screen(link: Link, stdout_fd: int, stop: threading.Event) -> TerminalFilter | PipeCleaner:
+    """Where the remote bytes go: the local terminal, or plain text when stdout is captured."""
+
+    def write_out(data: bytes) -> None:
+        try:
+            _write_all(stdout_fd, data)
+        except OSError:
+            stop.set()
+
+    if os.isatty(stdout_fd):
+        return TerminalFilter(write_out, drop_queries=link.answers_queries)
+    # output captured by a script: plain text, as `sandbox run` gives it
+    return PipeCleaner(lambda text: write_out(text.encode("utf-8", "replace")))
+
+
+def _forward(
+    link: Link,
+    size: tuple[int, int],
+    stdin_fd: int,
+    stdout_fd: int,
+    wake_r: int,
+    *,
+    until: tuple[threading.Event, ...],
+) -> None:
+    """The bridge's loop: keys to ``link``, terminal resizes after each wake-up, until one of
+    ``until`` is set (or the link refuses a write)."""
+    stdin_open = True
+    while not any(event.is_set() for event in until):
+        fds = [wake_r, stdin_fd] if stdin_open else [wake_r]
+        try:
+            ready, _, _ = select.select(fds, [], [], 1.0)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            continue
+        if wake_r in ready:
+            os.read(wake_r, 512)
+            new_size = terminal_size(stdout_fd)
+            if new_size != size:
+                size = new_size
+                with contextlib.suppress(SandboxError):
+                    link.resize(*size)
+        if stdin_open and stdin_fd in ready:
+            data = _read(stdin_fd)
+            if not data:  # end of input (a pipe): end the shell like ^D would
+                stdin_open = False
+                data = _EOT
+            try:
+                link.write(data)
+            except SandboxError:
+                return
+
+
+def _wake(fd: int, why: bytes) -> None:
+    with contextlib.suppress(OSError):
+        os.write(fd, why)
 
 
 def _read(fd: int) -> bytes:
@@ -223,7 +243,6 @@ def attach(ident: str) -> int:
     from sandbox.backends import connect
     from sandbox.cli.inventory import find_container
     from sandbox.session.profile import spec_from_label
-    from sandbox.shell import durable
 
     backend = connect()
     state = find_container(backend, ident)
@@ -239,25 +258,11 @@ def attach(ident: str) -> int:
             "user is unknown (a sandbox older than this one made it)",
             hint="`sandbox logs ID` still shows what it did; `sandbox kill ID` removes it.",
         )
-    user = spec.user
     rows, cols = terminal_size(1)
-    if spec.durable:
-        print(
-            "sandbox: attached to the agent's terminal (tmux); ctrl-b d detaches",
-            file=sys.stderr,
-        )
-        argv = durable.tmux("attach-session", "-t", durable.SESSION)
-    else:
-        print(
-            "sandbox: a second shell in the session's container; the agent's own terminal is "
-            "not shared (sessions created with durable=true can be attached to)",
-            file=sys.stderr,
-        )
-        argv = ATTACH_ARGV
     channel = backend.exec_attach(
         state.id,
-        argv,
-        user=user,
+        _attach_argv(to_tmux=spec.durable),
+        user=spec.user,
         env={
             "HOME": SESSION_HOME,
             "TERM": "xterm-256color",
@@ -277,3 +282,22 @@ def attach(ident: str) -> int:
     if signum is not None:
         return 128 + signum
     return code if code is not None else 1
+
+
+def _attach_argv(*, to_tmux: bool) -> list[str]:
+    """What ``attach`` runs: the session's tmux when it is durable, else a second shell (and
+    a line on stderr that says which)."""
+    from sandbox.shell import durable
+
+    if to_tmux:
+        print(
+            "sandbox: attached to the agent's terminal (tmux); ctrl-b d detaches",
+            file=sys.stderr,
+        )
+        return durable.tmux("attach-session", "-t", durable.SESSION)
+    print(
+        "sandbox: a second shell in the session's container; the agent's own terminal is "
+        "not shared (sessions created with durable=true can be attached to)",
+        file=sys.stderr,
+    )
+    return ATTACH_ARGV

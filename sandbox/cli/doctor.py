@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +48,44 @@ def run_checks(
 ) -> Iterator[Check]:
     """Yield each check as it completes (so a slow one shows progress)."""
     env = dict(os.environ if environ is None else environ)
+    config = yield from _configuration(env)
+    yield _state_dir(config)
+    yield _allowed_roots(config)
+    connected = yield from _engine(env, backend_factory)
+    if connected is None:
+        yield Check("session image", "skip", "needs the engine")
+        yield Check("resource limits", "skip", "needs the engine")
+        return
+    backend, engine = connected
+    yield _api_version(engine)
+    yield _user_namespaces(backend)
+    runtime = config.runtime
+    yield _runtime(engine, runtime, ",".join(config.allowed_runtimes))
+    if runtime not in engine.runtimes:
+        runtime = None  # already reported; probe the limits with the default runtime
+    present = yield from _session_image(backend, config.image)
+    for finding in egress_health(backend, config):
+        yield Check(finding.name, finding.status, finding.detail, finding.fix, finding.required)
+    if not present:
+        yield Check("resource limits", "skip", "needs the session image")
+        return
+    yield from limits(backend, config, config.image, runtime)
+
+
+def _configuration(env: dict[str, str]) -> Generator[Check, None, SandboxConfig]:
     try:
         config = SandboxConfig.from_env(env)
         yield Check("configuration", "ok", "SANDBOX_* variables are valid")
     except SandboxError as exc:
         yield Check("configuration", "FAIL", exc.message, exc.hint)
         config = SandboxConfig.defaults()
-    yield _state_dir(config)
-    yield _allowed_roots(config)
+    return config
 
+
+def _engine(
+    env: dict[str, str], backend_factory: Callable[[], Any] | None
+) -> Generator[Check, None, tuple[Any, EngineDescription] | None]:
+    """The "engine answers" check; the backend and its description, or None."""
     where = env.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
     try:
         if backend_factory is None:
@@ -74,44 +103,33 @@ def run_checks(
             "Start Docker (Docker Desktop, `sudo systemctl start docker`) or Podman "
             "(`systemctl --user start podman.socket`), or point DOCKER_HOST at its socket.",
         )
-        yield Check("session image", "skip", "needs the engine")
-        yield Check("resource limits", "skip", "needs the engine")
-        return
+        return None
     details = [engine.version]
     if engine.os:
         details.append(engine.os)
     if engine.cgroup_version:
         details.append(f"cgroup v{engine.cgroup_version}")
     yield Check("engine answers", "ok", f"{engine.name} {', '.join(details)} at {where}")
-    yield _api_version(engine)
-    yield _user_namespaces(backend)
-    runtime = config.runtime
-    yield _runtime(engine, runtime, ",".join(config.allowed_runtimes))
-    if runtime not in engine.runtimes:
-        runtime = None  # already reported; probe the limits with the default runtime
+    return backend, engine
 
-    image = config.image
+
+def _session_image(backend: Any, image: str) -> Generator[Check, None, bool]:
+    """The "session image" check; whether the image is present."""
     try:
-        present = backend.image_exists(image)
+        present: bool = backend.image_exists(image)
     except SandboxError as exc:
-        present = False
         yield Check("session image", "FAIL", f"cannot look up {image}: {exc.message}", exc.hint)
+        return False
+    if present:
+        yield Check("session image", "ok", f"{image} is present")
     else:
-        if present:
-            yield Check("session image", "ok", f"{image} is present")
-        else:
-            fix = (
-                "Run `sandbox image build`."
-                if image == DEFAULT_IMAGE
-                else f"Build or load {image} on this engine, or unset SANDBOX_IMAGE."
-            )
-            yield Check("session image", "FAIL", f"{image} is not on the engine", fix)
-    for finding in egress_health(backend, config):
-        yield Check(finding.name, finding.status, finding.detail, finding.fix, finding.required)
-    if not present:
-        yield Check("resource limits", "skip", "needs the session image")
-        return
-    yield from limits(backend, config, image, runtime)
+        fix = (
+            "Run `sandbox image build`."
+            if image == DEFAULT_IMAGE
+            else f"Build or load {image} on this engine, or unset SANDBOX_IMAGE."
+        )
+        yield Check("session image", "FAIL", f"{image} is not on the engine", fix)
+    return present
 
 
 def _state_dir(config: SandboxConfig) -> Check:

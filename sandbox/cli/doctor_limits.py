@@ -53,17 +53,7 @@ def limits(backend: Any, config: SandboxConfig, image: str, runtime: str | None)
     cid: str | None = None
     with tempfile.TemporaryDirectory(prefix="sandbox-doctor-") as project:
         Path(project).chmod(0o755)
-        probe = config.model_copy(
-            update={
-                "allowed_roots": (Path(project).resolve(),),
-                "image": image,
-                "runtime": runtime,
-                "allowed_images": (),
-                "max_memory_mb": max(config.max_memory_mb, PROBE_MEMORY_MB),
-                "max_cpus": max(config.max_cpus, PROBE_CPUS),
-                "max_pids": max(config.max_pids, PROBE_PIDS),
-            }
-        )
+        probe = _probe_config(config, Path(project), image, runtime)
         try:
             bp = blueprint(
                 probe,
@@ -80,34 +70,58 @@ def limits(backend: Any, config: SandboxConfig, image: str, runtime: str | None)
             values = parse_cgroup_output(result.output.decode("utf-8", "replace"))
             home = backend.run(cid, [*SHELL_ARGV[:2], _HOME_CHECK], user=spec.user, env=spec.env)
         except SandboxError as exc:
-            yield Check(
-                "session container starts",
-                "FAIL",
-                f"a container with the sessions' options did not start: {exc.message}",
-                exc.hint
-                or f"Try `docker run --rm --memory {PROBE_MEMORY_MB}m --cpus {PROBE_CPUS:g} "
-                f"--pids-limit {PROBE_PIDS} --init --read-only {image} true` and fix what the "
-                "engine reports.",
-            )
+            yield _start_failed(exc, image)
             return
         finally:
             if cid is not None:
                 with contextlib.suppress(SandboxError):
                     backend.remove(cid)
     yield Check("session container starts", "ok", "a container with the sessions' options ran")
-    said = home.output.decode("utf-8", "replace")
-    if "home-ok" in said:
-        yield Check("session home writable", "ok", f"{SESSION_HOME} made and written as the shell")
-    else:
-        yield Check(
-            "session home writable",
-            "FAIL",
-            f"the shell's home {SESSION_HOME} could not be made or written: {said.strip()[-200:]}",
-            f"The session's home is a tmpfs at {SESSION_HOME}: an image with a file there, or an "
-            "engine that ignores the tmpfs's owner and mode, breaks it. Rebuild the session "
-            "image with `sandbox image build`.",
-        )
+    yield _home_writable(home.output.decode("utf-8", "replace"))
     yield from judge_limits(values)
+
+
+def _probe_config(
+    config: SandboxConfig, project: Path, image: str, runtime: str | None
+) -> SandboxConfig:
+    """``config`` opened just enough for the probe: its project, image, runtime and limits."""
+    return config.model_copy(
+        update={
+            "allowed_roots": (project.resolve(),),
+            "image": image,
+            "runtime": runtime,
+            "allowed_images": (),
+            "max_memory_mb": max(config.max_memory_mb, PROBE_MEMORY_MB),
+            "max_cpus": max(config.max_cpus, PROBE_CPUS),
+            "max_pids": max(config.max_pids, PROBE_PIDS),
+        }
+    )
+
+
+def _start_failed(exc: SandboxError, image: str) -> Check:
+    return Check(
+        "session container starts",
+        "FAIL",
+        f"a container with the sessions' options did not start: {exc.message}",
+        exc.hint
+        or f"Try `docker run --rm --memory {PROBE_MEMORY_MB}m --cpus {PROBE_CPUS:g} "
+        f"--pids-limit {PROBE_PIDS} --init --read-only {image} true` and fix what the "
+        "engine reports.",
+    )
+
+
+def _home_writable(said: str) -> Check:
+    """What the probe's shell said when it made and wrote its home."""
+    if "home-ok" in said:
+        return Check("session home writable", "ok", f"{SESSION_HOME} made and written as the shell")
+    return Check(
+        "session home writable",
+        "FAIL",
+        f"the shell's home {SESSION_HOME} could not be made or written: {said.strip()[-200:]}",
+        f"The session's home is a tmpfs at {SESSION_HOME}: an image with a file there, or an "
+        "engine that ignores the tmpfs's owner and mode, breaks it. Rebuild the session "
+        "image with `sandbox image build`.",
+    )
 
 
 def parse_cgroup_output(text: str) -> dict[str, str]:

@@ -92,14 +92,17 @@ def _env_pair(text: str) -> tuple[str, str]:
 _DEFAULTS = SandboxConfig()
 
 
+_Add = Callable[..., _Parser]
+_FORMAT = argparse.RawDescriptionHelpFormatter
+
+
 def build_parser() -> argparse.ArgumentParser:
-    fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(
         prog="sandbox",
         description="The terminal AI agents get when they must not touch the host: throwaway "
         "Docker sessions with a TTY shell.",
         epilog="Run `sandbox COMMAND --help` for one command's options and an example.",
-        formatter_class=fmt,
+        formatter_class=_FORMAT,
     )
     parser.add_argument("--version", action="version", version=f"sandbox {__version__}")
     parser.add_argument("--debug", action="store_true", help="verbose logs and tracebacks")
@@ -107,6 +110,27 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="verbose logs, tracebacks"
     )
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+
+    def add(name: str, help_: str, parents: Sequence[_Parser] = ()) -> _Parser:
+        p: _Parser = sub.add_parser(
+            name,
+            help=help_,
+            description=help_[0].upper() + help_[1:] + ".",
+            epilog=EXAMPLES[name],
+            formatter_class=_FORMAT,
+            parents=[common, *parents],
+        )
+        return p
+
+    _add_box_verbs(add)
+    _add_upkeep_verbs(add)
+    _add_serve_verbs(add)
+    return parser
+
+
+def _box_options() -> _Parser:
+    """The options of every verb that creates a box (run, shell)."""
     box = _Parser(add_help=False)
     box.add_argument(
         "--project",
@@ -143,19 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"CPU limit, e.g. 1.5 (default: SANDBOX_CPUS, else {_DEFAULTS.cpus:g})",
     )
     box.add_argument("--read-only-project", action="store_true", help="mount the project read-only")
-    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+    return box
 
-    def add(name: str, help_: str, parents: Sequence[_Parser] = ()) -> _Parser:
-        p: _Parser = sub.add_parser(
-            name,
-            help=help_,
-            description=help_[0].upper() + help_[1:] + ".",
-            epilog=EXAMPLES[name],
-            formatter_class=fmt,
-            parents=[common, *parents],
-        )
-        return p
 
+def _add_box_verbs(add: _Add) -> None:
+    """run, shell, attach (``sandbox.cli.box``)."""
+    box = _box_options()
     run = add("run", "run one command in a throwaway sandbox, exit with its code", [box])
     run.add_argument(
         "--timeout",
@@ -168,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("shell", "an interactive sandboxed shell (the container goes when it exits)", [box])
     attach = add("attach", "open a second shell in a running session's container")
     attach.add_argument("id", help="session id (or a unique prefix, or its name)")
+
+
+def _add_upkeep_verbs(add: _Add) -> None:
+    """ls, logs, kill, gc, doctor, image (``sandbox.cli.upkeep``)."""
     ls = add("ls", "list the sandbox sessions of every server on this engine")
     ls.add_argument("--json", action="store_true", help="a JSON list for scripts")
     logs = add("logs", "print a session's terminal log")
@@ -195,13 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="build the packaged session image (progress shown)",
         description="Build the packaged session image (progress shown).",
         epilog=EXAMPLES["image"],
-        formatter_class=fmt,
+        formatter_class=_FORMAT,
     )
     build.add_argument(
         "--egress",
         action="store_true",
         help="build the egress proxy's image instead (built on first use otherwise)",
     )
+
+
+def _add_serve_verbs(add: _Add) -> None:
+    """mcp, serve (``sandbox.cli.serve``)."""
     add("mcp", "MCP server on stdio (what an agent's MCP config launches)")
     serve = add("serve", "MCP server on streamable HTTP at /mcp")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
@@ -213,7 +238,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also serve the web view at /ui (or SANDBOX_WEB)",
     )
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -97,82 +97,101 @@ def command_line(argv: list[str]) -> str:
 
 def run_command(manager: SessionManager, options: RunOptions) -> int:
     """Run ``options.argv`` in a new session of ``manager``; return the exit code to use."""
-    cancel = threading.Event()
-    broken = threading.Event()
-    outcome = _Outcome()
-    output = _Output(broken)
-    signals: list[int] = []
-    winch = threading.Event()
+    run = _Run(manager, options)
+    previous = {
+        sig: signal.signal(sig, run.on_signal)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    previous[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, run.on_winch)
+    worker = threading.Thread(target=run.work, name="sandbox-run", daemon=True)
+    try:
+        worker.start()
+        run.watch()
+    finally:
+        run.output.finish()
+        remove_own_containers(manager)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return run.exit_code()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        signals.append(signum)
-        cancel.set()
 
-    def on_winch(signum: int, frame: FrameType | None) -> None:
-        winch.set()
+class _Run:
+    """One run: the worker thread creates and executes, the main thread watches signals."""
 
-    request = options.request
-    if output.tty:
-        rows, cols = terminal_size(sys.stdout.fileno())
-        request = request.model_copy(update={"rows": rows, "cols": cols})
+    def __init__(self, manager: SessionManager, options: RunOptions) -> None:
+        self.manager = manager
+        self.options = options
+        self.cancel = threading.Event()
+        self.broken = threading.Event()
+        self.outcome = _Outcome()
+        self.output = _Output(self.broken)
+        self.signals: list[int] = []
+        self.winch = threading.Event()
+        self.killed = False
+        self.request = options.request
+        if self.output.tty:
+            rows, cols = terminal_size(sys.stdout.fileno())
+            self.request = self.request.model_copy(update={"rows": rows, "cols": cols})
 
-    def work() -> None:
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        self.cancel.set()
+
+    def on_winch(self, signum: int, frame: FrameType | None) -> None:
+        self.winch.set()
+
+    def work(self) -> None:
+        outcome = self.outcome
         try:
-            created = manager.create(request)
+            created = self.manager.create(self.request)
             outcome.session_id = created.session_id
             for notice in created.notices:  # e.g. a project the shell cannot write: say it first
                 _note(f"note: {notice}")
-            if cancel.is_set():
+            if self.cancel.is_set():
                 return
-            outcome.result = manager.execute(
-                command_line(options.argv),
+            outcome.result = self.manager.execute(
+                command_line(self.options.argv),
                 session_id=created.session_id,
-                timeout_s=options.timeout_s,
+                timeout_s=self.options.timeout_s,
                 max_lines=0,
-                cancel=cancel,
-                on_output=output.feed,
+                cancel=self.cancel,
+                on_output=self.output.feed,
             )
         except BaseException as exc:
             outcome.error = exc
         finally:
             outcome.done.set()
 
-    previous = {
-        sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    }
-    previous[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, on_winch)
-    worker = threading.Thread(target=work, name="sandbox-run", daemon=True)
-    killed = False
-    try:
-        worker.start()
+    def watch(self) -> None:
+        """Until the worker is done: stop on a broken pipe, follow resizes, and remove the
+        container at once on a second signal."""
+        outcome = self.outcome
         while not outcome.done.wait(0.1):
-            if broken.is_set():
-                cancel.set()
-            if winch.is_set() and outcome.session_id is not None:
-                winch.clear()
-                _follow_resize(manager, outcome.session_id)
-            if len(signals) >= 2 and not killed:
-                killed = True
+            if self.broken.is_set():
+                self.cancel.set()
+            if self.winch.is_set() and outcome.session_id is not None:
+                self.winch.clear()
+                _follow_resize(self.manager, outcome.session_id)
+            if len(self.signals) >= 2 and not self.killed:
+                self.killed = True
                 log.info("second signal: removing the container now")
-                remove_own_containers(manager)
+                remove_own_containers(self.manager)
                 outcome.done.wait(JOIN_AFTER_KILL_S)
                 break
-    finally:
-        output.finish()
-        remove_own_containers(manager)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if broken.is_set():
-        silence_stdout()
-        return EXIT_BROKEN_PIPE
-    result = outcome.result
-    if signals and (killed or result is None or result.interrupted):
-        return _SIGNAL_EXIT.get(signal.Signals(signals[0]), 130)
-    if outcome.error is not None:
-        raise outcome.error
-    if result is None:
-        return 1
-    return _exit_code(result, options.timeout_s, request)
+
+    def exit_code(self) -> int:
+        if self.broken.is_set():
+            silence_stdout()
+            return EXIT_BROKEN_PIPE
+        result = self.outcome.result
+        signals = self.signals
+        if signals and (self.killed or result is None or result.interrupted):
+            return _SIGNAL_EXIT.get(signal.Signals(signals[0]), 130)
+        if self.outcome.error is not None:
+            raise self.outcome.error
+        if result is None:
+            return 1
+        return _exit_code(result, self.options.timeout_s, self.request)
 
 
 def _exit_code(result: ExecResult, timeout_s: float, request: CreateRequest) -> int:

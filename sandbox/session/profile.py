@@ -13,13 +13,14 @@ session.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from sandbox.backends.base import ContainerSpec, Mount
 from sandbox.config import (
@@ -280,18 +281,15 @@ def volume_name(session_id: str) -> str:
 def spec_label(spec: SessionSpec) -> str:
     """The spec as a container label, so a later server can adopt the session. Only the
     base environment is kept: variables the client passed may hold secrets."""
-    data = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-    data["limits"] = spec.limits.model_dump()
+    data = spec.model_dump()
     data["env"] = {k: v for k, v in spec.env.items() if k in _LABEL_ENV}
     return json.dumps(data, separators=(",", ":"))
 
 
 def spec_from_label(text: str) -> SessionSpec | None:
     try:
-        data = json.loads(text)
-        data["limits"] = Limits(**data["limits"])
-        return SessionSpec(**data)
-    except (ValueError, TypeError, KeyError):
+        return SessionSpec.model_validate_json(text)
+    except ValidationError:
         return None
 
 

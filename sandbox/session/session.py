@@ -25,6 +25,7 @@ from sandbox.models import (
     Destroyed,
     ExecResult,
     SessionCreated,
+    SessionFields,
     SessionInfo,
     SessionSummary,
     SignalResult,
@@ -191,22 +192,11 @@ class Session:
     # -- what it says about itself -----------------------------------------------------------
     def created(self) -> SessionCreated:
         s = self.spec
+        fields = {name: getattr(s, name) for name in SessionFields.model_fields}
+        fields.update(rows=self.rows, cols=self.cols)
         return SessionCreated(
-            session_id=s.session_id,
-            name=s.name,
+            **fields,
             container_id=self.container_id,
-            image=s.image,
-            project_path=s.project_path,
-            workdir=s.workdir,
-            rows=self.rows,
-            cols=self.cols,
-            network=s.network,
-            durable=s.durable,
-            limits=s.limits,
-            created_at=s.created_at,
-            read_only_project=s.read_only_project,
-            command=s.command,
-            runtime=s.runtime,
             egress_allow=s.egress,
             **dataclasses.asdict(project_access(s)),
         )

@@ -2,35 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sandbox.models import Limits
+from pydantic import Field
+
+from sandbox.models import SessionFields
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-@dataclass
-class SessionSpec:
-    """What a session was created with (the create fields of the contract)."""
+class SessionSpec(SessionFields):
+    """What a session was created with: the contract's create fields, plus what stays on the
+    server: the shell's user and base environment, and the egress allow-list (public as
+    ``egress_allow``) with the session's proxy password."""
 
-    session_id: str
-    name: str
-    image: str
-    project_path: str
-    workdir: str
-    rows: int
-    cols: int
-    network: bool
-    durable: bool
-    limits: Limits
-    created_at: str
-    read_only_project: bool
-    command: list[str] | None
     user: str  # "uid:gid" of the shell
-    env: dict[str, str] = field(default_factory=dict)
-    runtime: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
     egress: list[str] | None = None  # the allow-list (through the egress proxy), if any
     egress_secret: str = ""  # the session's proxy password

@@ -27,12 +27,15 @@ from tests.served import Served, start_server, stop_server
 
 pytestmark = pytest.mark.docker
 
+# Package scope, never session: Playwright's sync API keeps an asyncio loop running in the main
+# thread while it is open, and the suites after this one run their own loops there.
+
 OWNER = f"webtest-{secrets.token_hex(4)}"
 TOKEN = secrets.token_hex(16)
 OTHER = secrets.token_hex(16)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def engine(docker_client: object) -> Iterator[docker.DockerClient]:
     assert isinstance(docker_client, docker.DockerClient)
     yield docker_client
@@ -42,7 +45,7 @@ def engine(docker_client: object) -> Iterator[docker.DockerClient]:
         container.remove(force=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def served(
     engine: docker.DockerClient, allowed_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
@@ -63,7 +66,7 @@ def served(
     assert stop_server(served) == 0
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     with chromium() as launched:
         yield launched
@@ -102,17 +105,17 @@ def terminal_text(page: Any) -> str:
     return str(page.inner_text("#terminal .xterm-rows"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def agent(served: Served) -> Agent:
     return Agent(served.base, TOKEN)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def other_agent(served: Served) -> Agent:
     return Agent(served.base, OTHER)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def web_project(allowed_root: Path) -> Iterator[Path]:
     from tests.conftest import make_project
 
