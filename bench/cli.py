@@ -1,9 +1,12 @@
 """``python -m bench``: measure every figure next to its floor, print a table, write JSON.
 
 Figures (``--only NAME``, repeatable): execute, mcp, output, create, screen, interactive, scale,
-gvisor, egress; see their modules in ``bench/figures``. ``--smoke`` runs each with tiny sizes and
-counts (well under a minute) so CI notices when the bench rots; it never judges times. Exit
-status: 0 when every figure ran or was skipped with a reason, 1 when one failed, 130 on Ctrl-C.
+gvisor, egress; see their modules in ``bench/figures``. ``--peers`` adds the ``peers`` figure
+(ours against llm-sandbox, SWE-ReX, terminal-bench's tmux harness and one-shot execs, installed
+on first use into ``bench/.peers``; see ``bench/figures/peers.py``). ``--smoke`` runs each
+with tiny sizes and counts (well under a minute) so CI notices when the bench rots; it never
+judges times, and installs no peer. Exit status: 0 when every figure ran or was skipped with a
+reason, 1 when one failed, 130 on Ctrl-C.
 Every container of the run is removed by its owner label on every exit path.
 """
 
@@ -27,7 +30,7 @@ from typing import Any
 
 from bench.context import Context, FigureSkipped
 from bench.env import BenchEnv
-from bench.figures import FIGURES
+from bench.figures import FIGURES, PEERS_FIGURE
 from bench.stats import Row, table
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -42,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
         choices=list(FIGURES),
         metavar="NAME",
         help=f"run only this figure (repeatable): {', '.join(FIGURES)}",
+    )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also measure the peers (installs them into bench/.peers on first use)",
     )
     parser.add_argument(
         "--json",
@@ -90,6 +98,10 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     names = args.only or list(FIGURES)
+    figures = dict(FIGURES)
+    if args.peers:
+        figures["peers"] = PEERS_FIGURE
+        names = [*(args.only or list(FIGURES)), "peers"]
     signal.signal(signal.SIGTERM, _on_sigterm)
     started = datetime.now(UTC)
     out_path = args.json or RESULTS / f"{started.strftime('%Y%m%dT%H%M%SZ')}.json"
@@ -114,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.monotonic()
             status, error = "ok", None
             try:
-                FIGURES[name](ctx)
+                figures[name](ctx)
             except FigureSkipped as exc:
                 status, error = "skipped", str(exc)
             except KeyboardInterrupt:

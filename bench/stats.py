@@ -39,6 +39,7 @@ class Row:
     met: bool | None = None
     note: str = ""
     skipped: str | None = None
+    peer_of: str | None = None  # a peer's row: the name of our row it is measured against
 
     @property
     def n(self) -> int:
@@ -74,6 +75,7 @@ class Row:
             "met": self.met,
             "note": self.note,
             "skipped": self.skipped,
+            "peer_of": self.peer_of,
             "samples": [_round(s) for s in self.samples],
         }
 
@@ -126,12 +128,33 @@ def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "~"
 
 
+def best_peer(row: Row, rows: Iterable[Row]) -> Row | None:
+    """The peer row measured against ``row`` with the best median (lowest time, highest rate)."""
+    peers = [p for p in rows if p.peer_of == row.name and p.median is not None]
+    if not peers:
+        return None
+    pick = min if row.unit == "ms" else max
+    return pick(peers, key=lambda p: p.median or 0.0)
+
+
+def _best(row: Row, rows: Sequence[Row]) -> str:
+    best = best_peer(row, rows)
+    if best is None:
+        return ""
+    label = best.name.rsplit(": ", 1)[-1]
+    return f"{_short(label, 20)} {_fmt(best.median, best.unit)}"
+
+
 def table(rows: Iterable[Row]) -> str:
+    rows = list(rows)
     head = ["figure", "measurement", "n", "median", "p90", "p99", "vs", "ratio", "target", "ok"]
+    if any(r.peer_of for r in rows):
+        head.append("best peer")
     lines: list[list[str] | str] = []
     for r in rows:
         if r.skipped is not None:
-            lines.append([r.figure, r.name, "", "skipped", "", "", "", "", r.target or "", "-"])
+            cells = [r.figure, r.name, "", "skipped", "", "", "", "", r.target or "", "-"]
+            lines.append(cells + [""] * (len(head) - len(cells)))
             lines.append(f"skipped: {r.skipped}")
             continue
         ok = {True: "yes", False: "NO", None: ""}[r.met]
@@ -148,6 +171,7 @@ def table(rows: Iterable[Row]) -> str:
                 _ratio(r),
                 r.target or "",
                 ok,
+                *([_best(r, rows)] if len(head) > 10 else []),
             ]
         )
         if r.note:

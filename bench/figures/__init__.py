@@ -13,6 +13,7 @@ from bench.figures import (
     interactive,
     mcp_stdio,
     output,
+    peers,
     scale,
     screen,
 )
@@ -28,3 +29,6 @@ FIGURES: dict[str, Callable[[Context], None]] = {
     "gvisor": gvisor.run,
     "egress": egress.run,
 }
+
+# only with ``--peers``: it installs the peers on first use
+PEERS_FIGURE: Callable[[Context], None] = peers.run

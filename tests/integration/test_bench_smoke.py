@@ -53,3 +53,41 @@ def test_bench_smoke_runs_every_figure_and_cleans_up(docker_client: object, tmp_
         all=True, filters={"label": [f"{LABEL_MANAGED}=true", f"sandbox.owner={owner}"]}
     )
     assert left == []
+
+
+@pytest.mark.timeout(240)
+def test_bench_smoke_peers_measures_the_references_and_says_why_any_peer_is_missing(
+    docker_client: object, tmp_path: Path
+) -> None:
+    from bench.figures.peers import RUNS
+
+    out = tmp_path / "peers.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--only",
+            "execute",
+            "--peers",
+            "--json",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figure = json.loads(out.read_text())["figures"]["peers"]
+    assert figure["status"] == "ok", figure["error"]
+    assert set(figure["params"]["peers"]) == {label for label, _, _ in RUNS}
+    assert all(reason for reason in figure["params"]["peers"].values())
+    ours = {r["name"] for r in figure["rows"] if r["role"] == "result"}
+    assert len(ours) == 5
+    peers = [r for r in figure["rows"] if r["role"] == "peer"]
+    assert {r["peer_of"] for r in peers} <= ours
+    assert any(r["name"].endswith("docker-py exec_run") for r in peers)
+    assert "best peer" in proc.stdout
