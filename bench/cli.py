@@ -129,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 figures[name](ctx)
             except FigureSkipped as exc:
                 status, error = "skipped", str(exc)
+                ctx.add(Row(name, "(figure skipped)", "", skipped=error[:300]))
             except KeyboardInterrupt:
                 raise
             except Exception as exc:

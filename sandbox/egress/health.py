@@ -27,7 +27,13 @@ def egress_health(backend: Backend, config: SandboxConfig) -> list[Finding]:
     needed = bool(config.egress_allow)
     control = backend.networks
     if control is None:
-        return [Finding("egress proxy", "info", "this engine has no networks: no allow-lists")]
+        return [
+            Finding(
+                "egress proxy",
+                "info",
+                "this engine gives no allow-lists (Docker does; Podman not yet)",
+            )
+        ]
     found = []
     try:
         present = backend.image_exists(names.IMAGE)

@@ -52,8 +52,8 @@ def require_networks(backend: Backend) -> NetworkControl:
     if control is None:
         raise InvalidArgumentError(
             "this engine cannot give a session an egress allow-list",
-            hint="Allow-lists need a container engine (Docker or Podman); ask for network "
-            "true or false instead.",
+            hint="Allow-lists need Docker (the fake backend and Podman have none yet); ask for "
+            "network true or false instead.",
         )
     return control
 
