@@ -41,6 +41,11 @@ def process_count(session: Session) -> int:
 
 def test_a_fork_bomb_is_stopped(fresh: Session) -> None:
     result = fresh.execute("bomb() { bomb | bomb & }; bomb; sleep 1000", timeout_s=3)
+    if is_gvisor(fresh.spec.runtime) and result.shell_exited and not result.timed_out:
+        # gVisor: on a loaded machine the bomb can kill the sandbox itself (the sentry's
+        # WaitPID fails) before the ladder runs; the session then ends at once and says so.
+        assert_sandbox_ended(result)
+        return
     assert result.timed_out
     assert result.session_reset or result.stray_processes_killed > 0, result
     works(fresh)
@@ -139,6 +144,15 @@ def test_memory_is_capped_and_an_oom_is_reported(fresh: Session) -> None:
     assert result.exit_code == 137
     assert result.oom_killed
     works(fresh)
+
+
+def assert_sandbox_ended(result: ExecResult) -> None:
+    """How a session ends when its gVisor sandbox dies under it: at once, nothing left running,
+    the way out in the result."""
+    assert result.shell_exited, result
+    assert not result.still_running
+    assert result.duration_ms < 15_000, result
+    assert any("this session has ended" in n for n in result.notices), result.notices
 
 
 def assert_sandbox_died_of_memory(result: ExecResult) -> None:
