@@ -10,26 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.terminal.stream import LazyScreen, ScreenModel, StreamScanner, exact_tail
+from sandbox.terminal.stream import LazyScreen, ScreenModel, exact_tail
+from tests.unit.test_terminal import Log
 
 CAPTURED = Path(__file__).parent / "captured"
-
-
-class Log:
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.scanner = StreamScanner()
-        self.read_bytes = 0
-
-    def append(self, chunk: bytes, size: int = 65536) -> None:
-        for i in range(0, len(chunk), size):
-            piece = chunk[i : i + size]
-            self.scanner.scan(piece, len(self.data))
-            self.data += piece
-
-    def read(self, start: int, stop: int) -> bytes:
-        self.read_bytes += max(0, stop - start)
-        return bytes(self.data[start:stop])
 
 
 def shell_history(lines: int, seed: int = 7) -> bytes:
