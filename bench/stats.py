@@ -102,7 +102,7 @@ def judge(row: Row, target: str, met: bool | None) -> None:
 
 
 # -- the table ------------------------------------------------------------------------------
-def _fmt(x: float | None, unit: str) -> str:
+def format_value(x: float | None, unit: str) -> str:
     if x is None or math.isnan(x):
         return "-"
     if unit == "ms":
@@ -118,7 +118,7 @@ def _fmt(x: float | None, unit: str) -> str:
     return f"{x:.1f} {unit}" if abs(x) >= 10 else f"{x:.2f} {unit}"
 
 
-def _ratio(row: Row) -> str:
+def table_ratio(row: Row) -> str:
     if row.ratio is None:
         return ""
     return f"{row.ratio:.2f}x" if row.ratio < 10 else f"{row.ratio:.0f}x"
@@ -142,7 +142,7 @@ def _best(row: Row, rows: Sequence[Row]) -> str:
     if best is None:
         return ""
     label = best.name.rsplit(": ", 1)[-1]
-    return f"{_short(label, 20)} {_fmt(best.median, best.unit)}"
+    return f"{_short(label, 20)} {format_value(best.median, best.unit)}"
 
 
 def table(rows: Iterable[Row]) -> str:
@@ -164,11 +164,11 @@ def table(rows: Iterable[Row]) -> str:
                 r.figure,
                 role + r.name,
                 str(r.n) if r.n else "",
-                _fmt(r.median, r.unit),
-                _fmt(r.p90, r.unit) if r.p90 is not None else "",
-                _fmt(r.p99, r.unit) if r.p99 is not None else "",
+                format_value(r.median, r.unit),
+                format_value(r.p90, r.unit) if r.p90 is not None else "",
+                format_value(r.p99, r.unit) if r.p99 is not None else "",
                 _short(r.floor or "", 28),
-                _ratio(r),
+                table_ratio(r),
                 r.target or "",
                 ok,
                 *([_best(r, rows)] if len(head) > 10 else []),
