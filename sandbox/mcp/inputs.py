@@ -168,11 +168,6 @@ class SessionUpdateInput(SessionInput):
         "what the server allows); it replaces the old one at once, without a restart."
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _forgiving(cls, data: Any) -> Any:
-        return _forgive(cls, data)
-
     @field_validator("network", mode="before")
     @classmethod
     def _network(cls, value: Any) -> Any:
