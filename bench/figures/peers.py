@@ -1,14 +1,16 @@
 """Ours against the peers on the figures they share, samples interleaved round by round.
 
-Figures: a ``true`` round trip; create -> first answer; 10 MB of ``base64`` output, wall time
-until the command is done; the first screen read after 10 MB of history; starting
-``python3 -q`` in the background until its ``>>>`` prompt. Each round takes one sample from
-ours (the Python API), then from every peer in a rotating order: ``docker exec`` (CLI) and
+Figures: a ``true`` round trip; create -> first answer; 10 MB of ``base64`` output, wall time until
+the command is done (and the same unwrapped, ``base64 -w0``, one line written in big blocks; both
+with the host floors, no Docker: the command into a pty, ours' floor, and into a pipe, what the
+one-shot peers give it: ``bench.host_floor``); the first screen read after 10 MB of history;
+starting ``python3 -q`` in the background until its ``>>>`` prompt. Each round takes one sample
+from ours (the Python API), then from every peer in a rotating order: ``docker exec`` (CLI) and
 docker-py ``exec_run`` as one-shot references, and llm-sandbox, SWE-ReX (persistent bash and
-one-shot) and terminal-bench's tmux harness, each in its own subprocess and venv
-(``bench.peers``). A peer that cannot be installed or started is skipped with its reason (in
-``params.peers``); one that has no such figure gets no row. ``--smoke`` installs nothing: it
-uses the peers already installed.
+one-shot) and terminal-bench's tmux harness, each in its own subprocess and venv (``bench.peers``).
+A peer that cannot be installed or started is skipped with its reason (in ``params.peers``); one
+that has no such figure gets no row. ``--smoke`` installs nothing: it uses the peers already
+installed.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from bench import host_floor
 from bench.context import Context
 from bench.figures.common import open_session, timed_execute
 from bench.floor import shared_floor_container
 from bench.peers.client import PeerError, PeerProcess, PeerSkip
 from bench.peers.install import CACHE, PEERS, PeerUnavailable, ensure
-from bench.stats import Row
+from bench.stats import Row, compare
 from sandbox.session.manager import SessionManager
 from sandbox.session.session import Session
 
@@ -43,8 +46,14 @@ class Participant(Protocol):
     def ask(self, op: str, timeout_s: float = 300, **params: Any) -> float: ...
 
 
-def _base64(nbytes: int) -> str:
-    return f"head -c {nbytes * 3 // 4} /dev/urandom | base64"
+def _base64(nbytes: int, *, wrap: bool = True) -> str:
+    """``nbytes`` of base64: 77-byte lines (one write each on a terminal) or, unwrapped, one
+    line written in big blocks."""
+    return f"head -c {nbytes * 3 // 4} /dev/urandom | base64" + ("" if wrap else " -w0")
+
+
+def _bulk(op: str, params: dict[str, Any]) -> str:
+    return _base64(params["bytes"], wrap=op == "bulk")
 
 
 class Ours:
@@ -64,9 +73,9 @@ class Ours:
             ms = (time.perf_counter() - t0) * 1000
             self.manager.destroy(fresh.id, force=True)  # not timed
             return ms
-        if op == "bulk":
+        if op in ("bulk", "bulk_w0"):
             t0 = time.perf_counter()
-            result = self.session.execute(_base64(params["bytes"]), timeout_s=300, max_lines=3)
+            result = self.session.execute(_bulk(op, params), timeout_s=300, max_lines=3)
             if result.exit_code != 0:
                 raise PeerError(f"ours: {result.model_dump(exclude={'output'})}")
             return (time.perf_counter() - t0) * 1000
@@ -108,12 +117,29 @@ class OneShot:
             raise PeerError(f"{self.label}: exit {result.exit_code}")
 
     def ask(self, op: str, timeout_s: float = 300, **params: Any) -> float:
-        if op not in ("true", "bulk"):
+        if op not in ("true", "bulk", "bulk_w0"):
             raise PeerSkip("a one-shot exec has no session")
-        command = "true" if op == "true" else _base64(params["bytes"])
+        command = "true" if op == "true" else _bulk(op, params)
         t0 = time.perf_counter()
         self._run(command)
         return (time.perf_counter() - t0) * 1000
+
+
+class HostFloor:
+    """The bulk command on the host, no Docker: into a pty (the floor of every terminal-based
+    tool: the program line-buffers, the kernel's pty moves each write) or into a pipe (what
+    the one-shot peers give it). Not a peer: the pty one is the bulk rows' floor."""
+
+    def __init__(self, *, pty: bool) -> None:
+        self.pty = pty
+        self.label = "host pty, no Docker" if pty else "host pipe, no Docker"
+
+    def ask(self, op: str, timeout_s: float = 300, **params: Any) -> float:
+        if op not in ("bulk", "bulk_w0"):
+            raise PeerSkip("a floor of bulk output only")
+        command = _bulk(op, params)
+        ms, _ = host_floor.pty_ms(command) if self.pty else host_floor.pipe_ms(command)
+        return ms
 
 
 @contextlib.contextmanager
@@ -150,6 +176,7 @@ FIGURES = (
     ("true", "`true` round trip", 30, 3),
     ("create", "create -> first answer", 5, 1),
     ("bulk", "{mb} MB of base64, wall", 5, 1),
+    ("bulk_w0", "{mb} MB of base64 -w0 (big writes), wall", 5, 1),
     ("screen", "first screen read after {mb} MB", 3, 1),
     ("repl", "`python3 -q` in background until >>>", 5, 1),
 )
@@ -160,6 +187,7 @@ def run(ctx: Context) -> None:
         session = open_session(manager, ctx.env.project("peers"), rows=40, cols=120)
         everyone: list[Participant] = [Ours(ctx, manager, session)]
         everyone += [OneShot(ctx, cli=True), OneShot(ctx, cli=False), *procs]
+        everyone += [HostFloor(pty=True), HostFloor(pty=False)]
         params = {"bytes": ctx.size(10_000_000, 200_000)}
         ctx.params["bytes"] = params["bytes"]
         for op, title, full, smoke in FIGURES:
@@ -189,7 +217,21 @@ def _figure(
                 ctx.log(f"{p.label} {absent[p.label]}")
     ours = ctx.add(Row(ctx.figure, f"{title} (ours, Python API)", "ms", samples=samples["ours"]))
     for p in everyone[1:]:
-        if samples[p.label]:
+        if samples[p.label] and isinstance(p, HostFloor):
+            row = ctx.add(
+                Row(
+                    ctx.figure,
+                    f"{title}: {p.label}",
+                    "ms",
+                    role="floor" if p.pty else "info",
+                    samples=samples[p.label],
+                    note="the same command, its stdout a "
+                    + ("terminal (ONLCR on)" if p.pty else "pipe: it writes big blocks"),
+                )
+            )
+            if p.pty:
+                compare(ours, row)
+        elif samples[p.label]:
             ctx.add(
                 Row(
                     ctx.figure,

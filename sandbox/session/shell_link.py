@@ -39,6 +39,12 @@ READY_TIMEOUT_S = 30.0  # generous: a loaded engine can take seconds to start an
 READ_SIZE = 256 * 1024
 UNATTENDED_PAUSE_S = 0.005
 UNATTENDED_BURST = 1024 * 1024  # drained at full speed before the unattended rate applies
+# Streaming output arrives from the engine in pieces of the pty's ~4 KiB reads; read at once,
+# each piece costs a wakeup and the whole per-chunk path (log, recording, tracker, a waiter
+# woken), which on bulk output made the reader cost as much CPU as the program. After a read
+# this big, let the stream gather a moment: ~10x fewer, bigger chunks, at most this much later.
+GATHER_FROM = 2048
+GATHER_S = 0.001
 
 
 class ShellLink:
@@ -198,6 +204,8 @@ class ShellLink:
                 self._answer(queries, channel)
             if self._attended():
                 budget.refill()
+                if GATHER_FROM <= len(data) < READ_SIZE:
+                    time.sleep(GATHER_S)
                 continue
             # Nobody waits on this session: let output gather into fewer, bigger reads (a
             # flood then costs far fewer wakeups and less of the GIL that other sessions'

@@ -59,7 +59,7 @@ def test_bench_smoke_runs_every_figure_and_cleans_up(docker_client: object, tmp_
 def test_bench_smoke_peers_measures_the_references_and_says_why_any_peer_is_missing(
     docker_client: object, tmp_path: Path
 ) -> None:
-    from bench.figures.peers import RUNS
+    from bench.figures.peers import FIGURES, RUNS
 
     out = tmp_path / "peers.json"
     proc = subprocess.run(
@@ -86,7 +86,13 @@ def test_bench_smoke_peers_measures_the_references_and_says_why_any_peer_is_miss
     assert set(figure["params"]["peers"]) == {label for label, _, _ in RUNS}
     assert all(reason for reason in figure["params"]["peers"].values())
     ours = {r["name"] for r in figure["rows"] if r["role"] == "result"}
-    assert len(ours) == 5
+    assert len(ours) == len(FIGURES)
+    # the bulk rows are measured against the same command into a pty on the host
+    floors = {r["name"] for r in figure["rows"] if r["role"] == "floor"}
+    bulk = [r for r in figure["rows"] if r["role"] == "result" and "base64," in r["name"]]
+    bulk += [r for r in figure["rows"] if r["role"] == "result" and "base64 -w0" in r["name"]]
+    assert len(bulk) == 2
+    assert all(r["floor"] in floors and "host pty" in r["floor"] for r in bulk)
     peers = [r for r in figure["rows"] if r["role"] == "peer"]
     assert {r["peer_of"] for r in peers} <= ours
     assert any(r["name"].endswith("docker-py exec_run") for r in peers)
