@@ -9,8 +9,8 @@
   TTY execs drained by threads that only ``recv``, and marker round trips in one more raw shell
   (each in its own container with the session profile). Ours and the floor take turns in ABBA
   order (two rounds each, fresh floods every round), so a load that drifts weighs on both.
-  Target: p99 <= 1.0x the floor's p99, both in the floods' first seconds (from their start
-  until they are past their unattended burst and the engine's buffers have filled) and after.
+  Target: p99 <= 1.0x the floor's p99, both in the floods' first 5 s (their starts, their
+  unattended bursts, the engine's buffers filling) and after.
   Nobody waits on the flooding sessions, so the server drains them at its unattended rate once
   past a burst, slower still while someone waits on another session
   (``sandbox.session.read_budget``, ``sandbox.session.waits``): their programs wait on their
@@ -36,7 +36,7 @@ from bench.floor import RawShell, remove_container, start_floor_container
 from bench.stats import Row, compare, judge
 from sandbox.session.manager import SessionManager
 from sandbox.session.session import Session
-from sandbox.session.shell_link import UNATTENDED_BURST
+from sandbox.session.waits import YIELD
 
 FLOODS = {
     "yes": "timeout 900 yes",
@@ -58,7 +58,7 @@ def run(ctx: Context) -> None:
     n = ctx.size(300, 10)  # per flood and side, split over the rounds
     rounds = ctx.size(2, 1)
     settle_s = ctx.size(2.0, 0.3)
-    flood_settle_s = ctx.size(3.0, 0.3)
+    first_s = ctx.size(5.0, 0.5)  # the floods' first seconds: starts, bursts, buffers filling
     ctx.params.update(
         levels=list(levels), flooders=flooders, samples=n, rounds=rounds, floods=FLOODS
     )
@@ -131,12 +131,10 @@ def run(ctx: Context) -> None:
                 if phase == "ours":
                     group, spare = spare[:flooders], spare[flooders:]
                     ctx.log(f"{flooders} sessions flood with {label}; round trips in another")
-                    _our_flood(
-                        manager, pool, quiet, group, command, n // rounds, flood_settle_s, ours
-                    )
+                    _our_flood(manager, pool, quiet, group, command, n // rounds, first_s, ours)
                 else:
                     ctx.log(f"floor: raw marker rt while {flooders} raw execs flood ({label})")
-                    _raw_flood(ctx, pool, flooders, n // rounds, command, ours.first_s, floor)
+                    _raw_flood(ctx, pool, flooders, n // rounds, command, first_s, floor)
             _add_rows(ctx, label, flooders, ours, floor, manager.config.unattended_rate_kib)
 
 
@@ -157,7 +155,6 @@ class _Phase:
     samples: list[float] = field(default_factory=list)  # round trips after them
     delivered: int = 0  # flood bytes that reached the reader while ``samples`` were taken
     seconds: float = 0.0  # ... and how long that took
-    first_s: float = 0.0  # how long the last first-seconds stretch lasted
 
     @property
     def rate(self) -> float:
@@ -176,7 +173,7 @@ def _add_rows(
             "ms",
             role="floor",
             samples=floor.first,
-            note="from the raw floods' start, as long as ours took to settle",
+            note="the first seconds from the raw floods' start, as long as ours'",
         )
     )
     first = ctx.add(
@@ -185,8 +182,8 @@ def _add_rows(
             f"execute `true` in the floods' first seconds ({label})",
             "ms",
             samples=ours.first,
-            note="from the floods' start until each is past its unattended burst and the "
-            "engine's own buffers have filled, plus the settle time",
+            note="the first seconds from the floods' start: their background executes, their "
+            "unattended bursts and the engine's own buffers filling",
         )
     )
     compare(first, first_floor, stat="p99")
@@ -209,8 +206,8 @@ def _add_rows(
             samples=ours.samples,
             note=f"after the first seconds; the floods delivered {ours.rate:.1f} MB/s in all "
             f"({ours.rate / flooders:.2f} MB/s each) meanwhile: unattended, each is drained at "
-            f"{rate_kib} KiB/s after a 1 MiB burst (SANDBOX_UNATTENDED_RATE_KIB); the floor "
-            "drains at full speed",
+            f"{rate_kib} KiB/s after a 1 MiB burst (SANDBOX_UNATTENDED_RATE_KIB), {YIELD}x "
+            "slower while someone waits on another session; the floor drains at full speed",
         )
     )
     compare(steady, steady_floor, stat="p99")
@@ -224,11 +221,11 @@ def _our_flood(
     group: list[Session],
     command: str,
     n: int,
-    settle_s: float,
+    first_s: float,
     into: _Phase,
 ) -> None:
-    """Flood ``group`` in the background, time ``execute true`` in ``quiet`` through the
-    floods' first seconds and then ``n`` times more; the group is destroyed after."""
+    """Flood ``group`` in the background, time ``execute true`` in ``quiet`` for ``first_s``
+    from the floods' start and then ``n`` times more; the group is destroyed after."""
     try:
         t0 = time.monotonic()
         with ThreadPoolExecutor(len(group), thread_name_prefix="bench-flood") as starter:
@@ -237,15 +234,12 @@ def _our_flood(
             starts = [
                 starter.submit(s.execute, command, background=True, timeout_s=0.5) for s in group
             ]
-            while not all(f.done() for f in starts):
+            while time.monotonic() - t0 < first_s or not all(f.done() for f in starts):
                 into.first.append(timed_execute(quiet, "true"))
                 time.sleep(0.01)
             started = [f.result() for f in starts]
         if not all(r.still_running for r in started):
             raise RuntimeError(f"a flood did not keep running: {started}")
-        offsets = [r.log_range.to_byte for r in started]
-        into.first += _until_steady(quiet, group, offsets, settle_s=settle_s)
-        into.first_s = time.monotonic() - t0
         before = [s.log.size for s in group]
         t0 = time.monotonic()
         into.samples += [timed_execute(quiet, "true") for _ in range(n)]
@@ -253,28 +247,6 @@ def _our_flood(
         into.delivered += sum(s.log.size - b for s, b in zip(group, before, strict=True))
     finally:
         list(pool.map(lambda s: manager.destroy(s.id, force=True), group))
-
-
-def _until_steady(
-    quiet: Session, group: list[Session], offsets: list[int], *, settle_s: float
-) -> list[float]:
-    """Round trips (ms) in ``quiet`` from the floods' start until each has printed past the
-    unattended burst (at most 15 s), then ``settle_s`` more. Past its burst a flood still fills
-    the buffers between its pty and this server (dockerd keeps about a megabyte per stream)
-    before its writes block; the figure is the steady state that follows."""
-    samples: list[float] = []
-    deadline = time.monotonic() + 15.0
-    past_burst: float | None = None
-    while time.monotonic() < deadline:
-        samples.append(timed_execute(quiet, "true"))
-        if past_burst is None:
-            sizes = [s.log.size - o for s, o in zip(group, offsets, strict=True)]
-            if all(size > UNATTENDED_BURST for size in sizes):
-                past_burst = time.monotonic()
-        elif time.monotonic() - past_burst >= settle_s:
-            break
-        time.sleep(0.01)
-    return samples
 
 
 @contextlib.contextmanager
