@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -35,6 +35,7 @@ class Row:
     value: float | None = None
     floor: str | None = None  # the name of the row this one is compared with
     ratio: float | None = None  # time: this / floor (x slower); rate: this / floor (fraction)
+    ratio_of: str = "median"  # the statistic the ratio compares: "median" or "p99"
     target: str | None = None
     met: bool | None = None
     note: str = ""
@@ -71,6 +72,7 @@ class Row:
             "max": _round(max(self.samples)) if self.samples else None,
             "floor": self.floor,
             "ratio": _round(self.ratio),
+            "ratio_of": self.ratio_of,
             "target": self.target,
             "met": self.met,
             "note": self.note,
@@ -86,10 +88,18 @@ def _round(x: float | None) -> float | None:
     return float(f"{x:.4g}")
 
 
-def compare(row: Row, floor: Row, *, higher_is_better: bool = False) -> float | None:
-    """Set ``row.floor`` and ``row.ratio`` against ``floor`` (medians); return the ratio."""
+def compare(
+    row: Row,
+    floor: Row,
+    *,
+    higher_is_better: bool = False,
+    stat: Literal["median", "p99"] = "median",
+) -> float | None:
+    """Set ``row.floor`` and ``row.ratio`` against ``floor`` (their medians, or with ``stat``
+    "p99" their 99th percentiles); return the ratio."""
     row.floor = floor.name
-    a, b = row.median, floor.median
+    row.ratio_of = stat
+    a, b = (row.p99, floor.p99) if stat == "p99" else (row.median, floor.median)
     if a is None or b is None or b == 0 or math.isnan(a) or math.isnan(b):
         return None
     row.ratio = a / b
@@ -121,7 +131,8 @@ def format_value(x: float | None, unit: str) -> str:
 def table_ratio(row: Row) -> str:
     if row.ratio is None:
         return ""
-    return f"{row.ratio:.2f}x" if row.ratio < 10 else f"{row.ratio:.0f}x"
+    text = f"{row.ratio:.2f}x" if row.ratio < 10 else f"{row.ratio:.0f}x"
+    return text if row.ratio_of == "median" else f"{text} {row.ratio_of}"
 
 
 def _short(text: str, width: int) -> str:

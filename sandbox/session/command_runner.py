@@ -91,14 +91,19 @@ class CommandRunner:
             raise SessionBusyError(
                 f"session {link.id} is still running another execute after {options.timeout_s:g} s"
             )
+        # a background execute asked not to be waited for: it does not slow other floods
+        waiting = contextlib.nullcontext() if options.background else link.waits.waiting()
+        link.background_turn = options.background
         try:
-            run = _Run(t0=t0, resets_before=self.recovery.resets)
-            typed = self._type(command, options, run)
-            if typed is None:
-                return self._not_started(t0)
-            self._wait_and_stop(typed, options, run)
-            return self._result(typed, options, run)
+            with waiting:
+                run = _Run(t0=t0, resets_before=self.recovery.resets)
+                typed = self._type(command, options, run)
+                if typed is None:
+                    return self._not_started(t0)
+                self._wait_and_stop(typed, options, run)
+                return self._result(typed, options, run)
         finally:
+            link.background_turn = False
             link.turn.release()
 
     def _acquire_turn(self, deadline: float, cancel: threading.Event | None) -> bool:

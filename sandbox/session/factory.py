@@ -18,6 +18,7 @@ from sandbox.errors import SandboxError
 from sandbox.session.image import ensure_session_image
 from sandbox.session.profile import Blueprint, container_spec, session_spec, volume_name
 from sandbox.session.session import Session, SessionSpec
+from sandbox.session.waits import Waits
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class SessionFactory:
         self.backend = backend
         self.instance_id = instance_id
         self.egress = egress
+        self.waits = Waits()  # shared by the sessions: a waited-on one comes before floods
         self._on_build_line = on_build_line
 
     def build(self, bp: Blueprint, rows: int = 24, cols: int = 80) -> Session:
@@ -82,6 +84,7 @@ class SessionFactory:
             execute_max_bytes=self.config.execute_max_bytes,
             unattended_rate=self.config.unattended_rate_kib * 1024,
             record=self.config.record,
+            waits=self.waits,
         )
 
     def _volume_labels(self, session_id: str) -> dict[str, str]:

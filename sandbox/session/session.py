@@ -43,6 +43,7 @@ from sandbox.session.shell_link import ShellLink
 from sandbox.session.spec import SessionSpec, now_iso
 from sandbox.session.takeover import Takeover
 from sandbox.session.terminal_view import TerminalView
+from sandbox.session.waits import Waits
 from sandbox.terminal.rawlog import RawLog
 from sandbox.terminal.recording import CastRecorder
 
@@ -63,6 +64,7 @@ class Session:
         execute_max_bytes: int,
         unattended_rate: int = 0,
         record: bool = False,
+        waits: Waits | None = None,
     ) -> None:
         self.spec = spec
         self.id = spec.session_id
@@ -83,6 +85,7 @@ class Session:
             display=self.display,
             recording=recording,
             unattended_rate=unattended_rate,
+            waits=waits,
         )
         self.takeover = Takeover()  # a person's hold on the terminal (the web view)
         self.view = TerminalView(self.link, self.takeover, max_bytes=execute_max_bytes)

@@ -20,6 +20,7 @@ from sandbox.errors import SandboxError, SessionExitedError
 from sandbox.session.display import Display
 from sandbox.session.read_budget import ReadBudget
 from sandbox.session.spec import SessionSpec, now_iso
+from sandbox.session.waits import YIELD, Waits
 from sandbox.shell import durable
 from sandbox.shell.markers import SHELL_ARGV, command_argv, new_nonce, shell_rc
 from sandbox.shell.tracker import (
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 30.0  # generous: a loaded engine can take seconds to start an exec
 READ_SIZE = 256 * 1024
+# Unattended output is read in smaller pieces: each read's work (log, recording) holds the GIL
+# that a waited-on session's reader and caller need, about 1 ms per 64 KiB.
+UNATTENDED_READ_SIZE = 64 * 1024
 UNATTENDED_PAUSE_S = 0.005
 UNATTENDED_BURST = 1024 * 1024  # drained at full speed before the unattended rate applies
 # Streaming output arrives from the engine in pieces of the pty's ~4 KiB reads; read at once,
@@ -60,6 +64,7 @@ class ShellLink:
         display: Display,
         recording: CastRecorder | None,
         unattended_rate: int = 0,
+        waits: Waits | None = None,
     ) -> None:
         self.spec = spec
         self.id = spec.session_id
@@ -69,11 +74,13 @@ class ShellLink:
         self.display = display
         self.recording = recording
         self._unattended_rate = unattended_rate  # bytes/s drained while nobody waits (0: all)
+        self.waits = waits if waits is not None else Waits()  # on any of the server's sessions
         self.cond = threading.Condition()
         self.turn = threading.Lock()
         self.tracker = CommandTracker()
         self._attention = threading.Event()  # set when someone starts to wait on output or types
         self._watchers = 0  # readers blocked in read()/wait_output()
+        self.background_turn = False  # the execute holding ``turn`` asked not to be waited for
         self._channel: ExecChannel | None = None
         self._generation = 0  # of the shell: a reader of an older one changes nothing
         self.alive = False
@@ -195,28 +202,32 @@ class ShellLink:
     # -- reading -------------------------------------------------------------------------
     def _reader(self, channel: ExecChannel, generation: int) -> None:
         budget = ReadBudget(self._unattended_rate, UNATTENDED_BURST)
+        size = READ_SIZE
         while True:
-            data = channel.read(READ_SIZE)
+            data = channel.read(size)
             if not data:
                 break
             queries = self._on_output(data)
             if queries and not self.spec.durable:  # under tmux, tmux answers them
                 self._answer(queries, channel)
-            if self._attended():
+            if self._full_speed():
                 budget.refill()
-                if GATHER_FROM <= len(data) < READ_SIZE:
+                if GATHER_FROM <= len(data) < size:
                     time.sleep(GATHER_S)
+                size = READ_SIZE
                 continue
             # Nobody waits on this session: let output gather into fewer, bigger reads (a
             # flood then costs far fewer wakeups and less of the GIL that other sessions'
-            # round trips need), and past a burst drain it at the budget's rate. An execute,
-            # a read or typed input ends the pause at once (``attend``).
-            pause = budget.spend(len(data))
-            if len(data) < READ_SIZE:
+            # round trips need), and past a burst drain it at the budget's rate, or YIELD
+            # times slower while someone waits on another session. An execute, a read or
+            # typed input ends the pause at once (``attend``).
+            pause = budget.spend(len(data) * (YIELD if self.waits.any else 1))
+            if len(data) < size:
                 pause = max(pause, UNATTENDED_PAUSE_S)
+            size = UNATTENDED_READ_SIZE
             if pause > 0:
                 self._attention.clear()
-                if not self._attended() and self._current(generation):
+                if not self._full_speed() and self._current(generation):
                     self._attention.wait(pause)
         self._ended(channel, generation)
 
@@ -281,9 +292,13 @@ class ShellLink:
         detached or destroyed one must not pause: its channel is closing)."""
         return generation == self._generation and not self.destroyed
 
-    def _attended(self) -> bool:
-        """Someone waits on this session's output: an execute, a read, a person's terminal."""
-        return self.turn.locked() or self._watchers > 0
+    def _full_speed(self) -> bool:
+        """Drain at full speed: someone attends (an execute, a read, a person's terminal),
+        unless only a background execute does while someone waits on another session (then
+        this one is paced as if unattended)."""
+        if self._watchers > 0:
+            return True
+        return self.turn.locked() and not (self.background_turn and self.waits.any)
 
     # -- what callers use ----------------------------------------------------------------
     def require_alive(self) -> ExecChannel:
@@ -310,7 +325,8 @@ class ShellLink:
         self._watchers += 1
         self.attend()
         try:
-            yield
+            with self.waits.waiting():
+                yield
         finally:
             self._watchers -= 1
 

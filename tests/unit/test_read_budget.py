@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from sandbox.models import CreateRequest
 from sandbox.session import shell_link as session_module
 from sandbox.session.manager import SessionManager
 from sandbox.session.read_budget import ReadBudget
+from sandbox.session.waits import Waits
 
 KIB = 1024
 
@@ -91,6 +93,64 @@ def test_an_unattended_flood_waits_on_its_writes_and_loses_nothing(
     assert read.matched
     flood = session.log.read(start, session.log.size)
     assert total <= flood.count(b"Q") <= total + 4  # the typed command line has one Q
+
+
+def test_while_another_session_is_waited_on_a_flood_drains_slower_and_loses_nothing(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    burst = 64 * KIB
+    monkeypatch.setattr(session_module, "UNATTENDED_BURST", burst)
+    project = str(tmp_path / "proj")
+    waited = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
+    flood = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(waited.execute, "sleep 3; echo waited", timeout_s=20)
+        start = flood.log.size
+        started = flood.execute(
+            f"sleep 1; head -c {4 * 1024 * KIB} /dev/zero | tr '\\0' Q; echo flood-$((6*7))",
+            background=True,
+            timeout_s=0.5,
+        )
+        assert started.still_running
+        time.sleep(2.0)  # the flood runs 1.5 s while the other execute waits
+        unattended = flood.log.size - start
+        assert not waiting.done()
+        # an eighth of the burst and of 64 KiB/s: about 8 + 12 KiB, where alone it takes the
+        # burst and more (the test above)
+        assert unattended < burst * 3 // 4
+        assert waiting.result().output == "waited\n"
+    read = flood.read(wait_for="flood-42", timeout_ms=20_000)
+    assert read.matched
+    assert flood.log.read(start, flood.log.size).count(b"Q") >= 4 * 1024 * KIB
+
+
+def test_a_background_execute_is_paced_too_while_another_session_is_waited_on(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    burst = 64 * KIB
+    monkeypatch.setattr(session_module, "UNATTENDED_BURST", burst)
+    project = str(tmp_path / "proj")
+    waited = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
+    flood = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(waited.execute, "sleep 3; echo waited", timeout_s=20)
+        time.sleep(0.3)
+        start = flood.log.size
+        started = flood.execute("yes", background=True, timeout_s=2.0)
+        # it asked not to be waited for: taken like unattended output, an eighth of the rate
+        assert started.still_running
+        assert flood.log.size - start < burst * 3 // 4
+        assert not waiting.done()
+        assert waiting.result().output == "waited\n"
+    flood.signal("INT")
+
+
+def test_waits_count_what_is_in_progress() -> None:
+    waits = Waits()
+    assert not waits.any
+    with waits.waiting(), waits.waiting():
+        assert waits.any
+    assert not waits.any
 
 
 def test_an_execute_ends_the_readers_pause_at_once(
