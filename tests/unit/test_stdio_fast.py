@@ -17,7 +17,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
-from sandbox.mcp.server import build_server_and_runners
+from sandbox.mcp.server import build_server_and_tools
 from sandbox.mcp.stdio_fast import FastPath
 from sandbox.mcp.stdio_wire import WireWriter, wire_lines
 from sandbox.session.manager import SessionManager
@@ -67,14 +67,14 @@ class Wire:
 
 @pytest.fixture
 async def wire(manager: SessionManager) -> AsyncIterator[Wire]:
-    server, runners = build_server_and_runners(manager.config, manager)
+    server, tools = build_server_and_tools(manager.config, manager)
     stamp = server._lowlevel_server.server_info_stamp
     read_fd, write_fd = os.pipe()
+    fast = FastPath(tools, WireWriter(write_fd), lambda: stamp)
     try:
-        async with anyio.create_task_group() as tg:
-            yield Wire(FastPath(runners, WireWriter(write_fd), tg, lambda: stamp), read_fd)
-            tg.cancel_scope.cancel()
+        yield Wire(fast, read_fd)
     finally:
+        fast.close()
         os.close(read_fd)
         os.close(write_fd)
 
