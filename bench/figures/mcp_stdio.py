@@ -11,6 +11,7 @@ with the reason.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -139,7 +140,9 @@ def _raw_jsonrpc(server_env: dict[str, str], project: str, n: int, warmup: int) 
     )
     assert proc.stdin is not None
     assert proc.stdout is not None
-    stdin, stdout = proc.stdin, proc.stdout
+    # Unbuffered, readline() reads a reply one byte per system call: ~0.9 ms a call, which
+    # this row used to count as the server's.
+    stdin, stdout = proc.stdin, io.BufferedReader(proc.stdout)
     ids = iter(range(1, 1 << 30))
 
     def call(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
