@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from sandbox.mcp import stdio_wire
@@ -159,3 +160,48 @@ def test_claimed_stdio_sends_stray_output_to_stderr_and_restores_stdout() -> Non
     assert done.stdout == b"wire\nafter\n"
     assert b"stray print" in done.stderr
     assert b"stray child" in done.stderr
+
+
+async def test_lines_from_a_worker_and_the_loop_never_interleave() -> None:
+    r, w = os.pipe()
+    writer = WireWriter(w)
+    big = "w" * (256 << 10) + "\n"  # more than the pipe holds: the worker waits for room
+    received = bytearray()
+
+    def slow_reader() -> None:
+        time.sleep(0.2)  # the worker holds the line, the loop's write waits for it
+        while chunk := os.read(r, 65536):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=slow_reader)
+    reader.start()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, writer.write_line, big)
+            await anyio.sleep(0.05)
+            with anyio.fail_after(10):
+                await writer.write("from the loop\n")
+    finally:
+        os.close(w)
+        reader.join(10)
+        os.close(r)
+    assert received.decode().split("\n") == [big[:-1], "from the loop", ""]
+
+
+def test_a_worker_gives_up_on_a_client_that_never_reads_once_closed() -> None:
+    r, w = os.pipe()
+    writer = WireWriter(w)
+    try:
+        done: list[bool] = []
+        worker = threading.Thread(target=lambda: done.append(writer.write_line("x" * (256 << 10))))
+        worker.start()
+        time.sleep(0.2)
+        assert worker.is_alive()  # a full pipe: it waits for the client
+        t0 = time.monotonic()
+        writer.close()
+        worker.join(stdio_wire.FINISH_LINE_S + 5)
+        assert done == [False]
+        assert time.monotonic() - t0 >= stdio_wire.FINISH_LINE_S - 0.2
+    finally:
+        os.close(w)
+        os.close(r)
