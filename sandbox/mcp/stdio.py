@@ -20,7 +20,7 @@ from mcp.server.stdio import stdio_server
 
 from sandbox.config import SandboxConfig
 from sandbox.mcp.server import build_server_and_tools, collect_orphans
-from sandbox.mcp.stdio_fast import FastPath, routed
+from sandbox.mcp.stdio_fast import FastPath
 from sandbox.mcp.stdio_wire import WireWriter, claimed_stdio, wire_lines
 from sandbox.mcp.tools import Tools
 
@@ -50,7 +50,7 @@ async def _serve_stdio(server: MCPServer[Any], tools: Tools) -> None:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_cancel_on_signal, tg.cancel_scope)
-                lines = cast("anyio.AsyncFile[str]", routed(wire_lines(wire_in), fast))
+                lines = cast("anyio.AsyncFile[str]", wire_lines(wire_in, fast.take))
                 writer = cast("anyio.AsyncFile[str]", wire_writer)
                 async with stdio_server(stdin=lines, stdout=writer) as (read, write):
                     # MCPServer has no public "run on these streams"; the SDK's own in-memory

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -182,10 +182,3 @@ def _request_id(value: object) -> int | str | None:
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     return None
-
-
-async def routed(lines: AsyncIterator[str], fast: FastPath) -> AsyncIterator[str]:
-    """The lines the fast path did not take, in order."""
-    async for line in lines:
-        if not fast.take(line):
-            yield line

@@ -14,6 +14,7 @@ watch stdin (a regular file), a daemon thread reads it instead.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
@@ -22,6 +23,7 @@ import os
 import select
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio
@@ -140,29 +142,65 @@ def _point(fd: int, open_target: Callable[[], int]) -> None:
         os.close(target)
 
 
-async def wire_lines(fd: int) -> AsyncIterator[str]:
-    """Lines from ``fd`` (without their newline), read on the event loop until EOF or a read
-    error (a client that went away)."""
+def _nobody(line: str) -> bool:
+    return False
+
+
+async def wire_lines(fd: int, take: Callable[[str], bool] = _nobody) -> AsyncIterator[str]:
+    """Lines from ``fd`` (without their newline) until EOF or a read error (a client that went
+    away), except those ``take`` takes.
+
+    A reader callback on the event loop reads ``fd`` when epoll says it is readable and offers
+    each line to ``take`` at once (the stdio fast path hands a call to its worker from there:
+    no task step, no epoll registration per line); the lines it does not take are yielded in
+    order, and reading pauses until they are (a slow consumer holds back the client).
+    """
+    loop = asyncio.get_running_loop()
     lines = _LineSplitter()
-    while True:
-        try:
-            await anyio.wait_readable(fd)
-        except OSError:  # epoll cannot watch it (a regular file): a thread reads instead
-            async for text in _thread_lines(fd, lines.pending()):
-                yield text
-            return
+    waiting: deque[str] = deque()
+    ready = asyncio.Event()
+    ended = False
+
+    def offer(raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace")
+        if not take(text):
+            waiting.append(text)
+
+    def readable() -> None:
+        nonlocal ended
         try:
             chunk = os.read(fd, 65536)
         except OSError as exc:  # e.g. a socketpair whose client died: that is EOF
             log.debug("stdin read failed: %s", exc)
-            break
-        if not chunk:
-            break
+            chunk = b""
         for line in lines.feed(chunk):
-            yield line.decode("utf-8", "replace")
-    last = lines.pending()
-    if last.strip():
-        yield last.decode("utf-8", "replace")
+            offer(line)
+        if not chunk:
+            ended = True
+            if (last := lines.pending()).strip():
+                offer(last)
+        if waiting or ended:
+            loop.remove_reader(fd)
+            ready.set()
+
+    try:
+        loop.add_reader(fd, readable)
+    except OSError:  # epoll cannot watch it (a regular file): a thread reads instead
+        async for text in _thread_lines(fd):
+            if not take(text):
+                yield text
+        return
+    try:
+        while True:
+            await ready.wait()
+            ready.clear()
+            while waiting:
+                yield waiting.popleft()
+            if ended:
+                return
+            loop.add_reader(fd, readable)
+    finally:
+        loop.remove_reader(fd)
 
 
 class _LineSplitter:
@@ -188,14 +226,13 @@ class _LineSplitter:
         return bytes(self._buf)
 
 
-async def _thread_lines(fd: int, pending: bytes) -> AsyncIterator[str]:
+async def _thread_lines(fd: int) -> AsyncIterator[str]:
     """The fallback: a daemon thread reads ``fd``, so shutdown never waits for its input."""
     send, receive = anyio.create_memory_object_stream[str](64)
     token = anyio.lowlevel.current_token()
 
     def pump() -> None:
         lines = _LineSplitter()
-        lines.feed(pending)
         try:
             while chunk := os.read(fd, 65536):
                 for line in lines.feed(chunk):
