@@ -7,7 +7,7 @@ serve``); neither is imported here. Tool texts live in ``sandbox.mcp.texts``. Ea
 
 * validates its arguments itself (``sandbox.mcp.inputs``), so a bad one becomes the contract's
   ``INVALID_ARGUMENT`` result naming the field instead of the SDK's plain-text error;
-* runs the blocking engine call in a worker thread, never on the event loop;
+* runs whole (validation, engine call, result) in a worker thread, never on the event loop;
 * returns the engine model's dict as structured content plus the same JSON as text, or
   ``isError`` with ``{"error": {"code", "message", "hint"}}``.
 
@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,7 +42,7 @@ from sandbox.mcp.inputs import (
     validation_error,
 )
 from sandbox.mcp.texts import DESCRIPTIONS, INSTRUCTIONS, TITLES
-from sandbox.mcp.tools import ToolContext, Tools, ToolSpec
+from sandbox.mcp.tools import Call, ToolContext, Tools, ToolSpec
 from sandbox.version import __version__
 
 if TYPE_CHECKING:
@@ -78,21 +80,22 @@ def ok_result(data: dict[str, Any]) -> CallToolResult:
     )
 
 
-ToolRunner = Callable[[dict[str, Any], ToolContext | None], Awaitable[CallToolResult]]
+@dataclass(frozen=True)
+class ToolAnswer:
+    """A tool's whole call, blocking (for a worker thread): argument validation, the work, and
+    the result or the contract's failure. The SDK's handler runs it through ``Tools.run``; the
+    stdio fast path (``sandbox.mcp.stdio_fast``) calls it in its own workers."""
 
+    spec: ToolSpec
 
-def tool_runner(spec: ToolSpec) -> ToolRunner:
-    """The tool's body behind argument validation, failing the contract's way (no context:
-    the stdio fast path, ``sandbox.mcp.stdio_fast``)."""
-    name, model = spec.name, spec.input_model
-
-    async def handler(arguments: dict[str, Any], ctx: ToolContext | None) -> CallToolResult:
+    def __call__(self, arguments: dict[str, Any], call: Call) -> CallToolResult:
+        name, model = self.spec.name, self.spec.input_model
         try:
             try:
                 args = model.model_validate(arguments)
             except ValidationError as exc:
                 raise validation_error(name, model, exc) from exc
-            result = await spec.body(args, ctx)
+            result = self.spec.work(args, call)
         except SandboxError as exc:
             log.info("%s failed: %s: %s", name, exc.code, exc.message)
             return error_result(exc)
@@ -107,15 +110,16 @@ def tool_runner(spec: ToolSpec) -> ToolRunner:
         data = result if isinstance(result, dict) else result.model_dump(mode="json")
         return ok_result(data)
 
-    return handler
 
-
-def make_tool(spec: ToolSpec, description: str, schema_patch: dict[str, Any] | None = None) -> Tool:
-    """An SDK ``Tool`` whose body gets validated arguments and fails the contract's way."""
-    handler = tool_runner(spec)
+def make_tool(
+    tools: Tools, spec: ToolSpec, description: str, schema_patch: dict[str, Any] | None = None
+) -> Tool:
+    """An SDK ``Tool`` whose call runs in a worker thread and fails the contract's way."""
+    answer = ToolAnswer(spec)
 
     async def fn(arguments: dict[str, Any], ctx: ToolContext) -> CallToolResult:
-        return await handler(arguments, ctx)
+        call = tools.call(ctx)
+        return await tools.run(partial(answer, arguments, call), call, abandon=spec.abandon)
 
     parameters = spec.input_model.model_json_schema()
     for field, extra in (schema_patch or {}).items():
@@ -138,13 +142,13 @@ def build_server(
 ) -> MCPServer[Any]:
     """The MCP server for ``manager`` (created, and closed when the server stops, if omitted),
     or for ``tools`` (shared with the web view, which sees what they see)."""
-    return build_server_and_runners(config, manager, tools=tools)[0]
+    return build_server_and_tools(config, manager, tools=tools)[0]
 
 
-def build_server_and_runners(
+def build_server_and_tools(
     config: SandboxConfig, manager: SessionManager | None = None, *, tools: Tools | None = None
-) -> tuple[MCPServer[Any], dict[str, ToolRunner]]:
-    """``build_server``, and each tool's runner over the same state (the stdio fast path)."""
+) -> tuple[MCPServer[Any], Tools]:
+    """``build_server``, and the tools it serves (the stdio fast path answers with the same)."""
     owned = manager is None and tools is None
     if tools is not None:
         manager = tools.manager
@@ -171,8 +175,9 @@ def build_server_and_runners(
         )
         for name, text in DESCRIPTIONS.items()
     }
-    specs = tools.specs()
-    registered = [make_tool(s, described[s.name], patches.get(s.name)) for s in specs]
+    registered = [
+        make_tool(tools, s, described[s.name], patches.get(s.name)) for s in tools.specs()
+    ]
     lifespan = _closing_lifespan(manager) if owned else None
     server = MCPServer(
         "sandbox",
@@ -183,7 +188,7 @@ def build_server_and_runners(
         lifespan=lifespan,
         log_level="WARNING",
     )
-    return server, {s.name: tool_runner(s) for s in specs}
+    return server, tools
 
 
 def _closing_lifespan(

@@ -1,36 +1,38 @@
-"""The stdio fast path: ``tools/call`` answered on the event loop, beside the SDK.
+"""The stdio fast path: ``tools/call`` answered beside the SDK, by worker threads.
 
 Profiled on ``execute true`` over stdio, the SDK's way through a tool call (the stdin reader
 task, three memory streams, the dispatcher's task, the runner's request state, telemetry spans,
 the context, the stdout writer task) cost about as much as the engine's own work. Here a
-``tools/call`` line is parsed once, its arguments go to the same tool runner the SDK calls
-(``sandbox.mcp.server.tool_runner``: the same validation, errors and results), and the answer
-is written straight to the wire.
+``tools/call`` line is parsed once on the loop and handed to a worker thread, which runs the
+same whole call the SDK's handler runs (``sandbox.mcp.server.ToolAnswer``: the same validation,
+errors and results) and writes the answer straight to the wire: one thread hop per call.
 
 Only what needs nothing else of the SDK takes this path: a call after the client's
 ``notifications/initialized`` for a protocol version known here, to a known tool, without a
 progress token (progress notifications go through the SDK). A ``notifications/cancelled`` for
-a call in flight here cancels it, and, as in the SDK, a cancelled call is never answered.
-Everything else (initialize, ping, listings, unknown tools, malformed lines) goes on to the SDK
-untouched, in order.
+a call in flight here cancels it (an execute stops with the escalation ladder), and, as in the
+SDK, a cancelled call is never answered. Everything else (initialize, ping, listings, unknown
+tools, malformed lines) goes on to the SDK untouched, in order.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any
 
-import anyio
-import anyio.abc
-from mcp_types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
+from mcp_types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY, CallToolResult
 from mcp_types.methods import serialize_server_result, validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from sandbox.mcp.server import ToolRunner
+from sandbox.mcp.server import ToolAnswer
 from sandbox.mcp.stdio_wire import WireWriter
+from sandbox.mcp.tools import Call, Tools
 
 log = logging.getLogger(__name__)
 
@@ -41,23 +43,32 @@ STATELESS_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
 _HINTS = ('"tools/call"', '"notifications/cancelled"', '"initialize"', '"notifications/initialized')
 
 
+@dataclass(frozen=True)
+class _Flight:
+    call: Call
+    done: Future[None]
+    abandon: bool
+
+
 class FastPath:
-    """Takes the lines it can answer; the caller passes the others to the SDK."""
+    """Takes the lines it can answer; the caller passes the others to the SDK.
+
+    A call taken here is handed to a worker thread at once, which runs the tool, shapes the
+    answer and writes it to the wire itself: one thread hop per call, none back to the loop.
+    """
 
     def __init__(
-        self,
-        runners: Mapping[str, ToolRunner],
-        writer: WireWriter,
-        tg: anyio.abc.TaskGroup,
-        server_info: Callable[[], dict[str, Any]],
+        self, tools: Tools, writer: WireWriter, server_info: Callable[[], dict[str, Any]]
     ) -> None:
-        self._runners = runners
-        self._server_info = server_info  # the stateless era's serverInfo stamp
+        self._answers = {spec.name: ToolAnswer(spec) for spec in tools.specs()}
+        self._client = tools.client(None)  # the stdio client: no token
+        self._workers = ThreadPoolExecutor(tools.threads, thread_name_prefix="sandbox-call")
         self._writer = writer
-        self._tg = tg
+        self._server_info = server_info  # the stateless era's serverInfo stamp
         self._version: str | None = None
         self._ready = False
-        self._in_flight: dict[int | str, anyio.CancelScope] = {}
+        self._lock = threading.Lock()  # ``_in_flight``: taken on the loop, done in workers
+        self._in_flight: dict[int | str, _Flight] = {}
 
     def take(self, line: str) -> bool:
         """Whether ``line`` was handled here (else it is for the SDK)."""
@@ -80,15 +91,27 @@ class FastPath:
             self._ready = self._version in KNOWN_VERSIONS
         elif method == "notifications/cancelled":
             ident = _request_id(params.get("requestId"))
-            scope = None if ident is None else self._in_flight.get(ident)
-            if scope is None:
+            with self._lock:
+                flight = None if ident is None else self._in_flight.get(ident)
+            if flight is None:
                 return False
-            scope.cancel()
+            flight.call.cancel.set()
             return True
         elif method == "tools/call":
             version = self._call_version(params)
             return version is not None and self._call(message, params, version)
         return False
+
+    def close(self) -> None:
+        """Cancel the calls in flight and wait for those that wind down (an execute stops with
+        the escalation ladder); calls that only wait and read are left to end on their own."""
+        self._writer.close()
+        with self._lock:
+            flights = list(self._in_flight.values())
+        for flight in flights:
+            flight.call.cancel.set()
+        self._workers.shutdown(wait=False, cancel_futures=True)
+        wait([f.done for f in flights if not f.abandon])
 
     def _call_version(self, params: dict[str, Any]) -> str | None:
         """The protocol version a call speaks, when this module can answer it."""
@@ -109,40 +132,49 @@ class FastPath:
     def _call(self, message: dict[str, Any], params: dict[str, Any], version: str) -> bool:
         ident = _request_id(message.get("id"))
         name = params.get("name")
-        runner = self._runners.get(name) if isinstance(name, str) else None
+        answer = self._answers.get(name) if isinstance(name, str) else None
         arguments = params.get("arguments", {})
-        if ident is None or runner is None or ident in self._in_flight:
+        if ident is None or answer is None or not isinstance(arguments, dict):
             return False
-        if not isinstance(arguments, dict):
-            return False
-        scope = anyio.CancelScope()
-        self._in_flight[ident] = scope
-        self._tg.start_soon(self._answer, ident, runner, arguments, scope, version)
+        call = Call(self._client)
+        with self._lock:
+            if ident in self._in_flight:
+                return False
+            try:
+                done = self._workers.submit(self._answer, ident, answer, arguments, call, version)
+            except RuntimeError:  # closing: the SDK says so
+                return False
+            self._in_flight[ident] = _Flight(call, done, answer.spec.abandon)
         return True
 
-    async def _answer(
+    def _answer(
         self,
         ident: int | str,
-        runner: ToolRunner,
+        answer: ToolAnswer,
         arguments: dict[str, Any],
-        scope: anyio.CancelScope,
+        call: Call,
         version: str,
     ) -> None:
+        """In a worker thread: the call, then its answer on the wire unless it was cancelled."""
         try:
-            with scope:
-                result = await runner(arguments, None)
+            result = answer(arguments, call)
+            if call.cancel.is_set():
+                return  # a cancelled request is never answered
+            self._writer.write_line(self._reply(ident, result, version))
+        except Exception:
+            log.exception("answering request %r failed", ident)
         finally:
-            del self._in_flight[ident]
-        if scope.cancel_called:
-            return  # a cancelled request is never answered
+            with self._lock:
+                del self._in_flight[ident]
+
+    def _reply(self, ident: int | str, result: CallToolResult, version: str) -> str:
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         body = serialize_server_result("tools/call", version, dumped)
         if version in STATELESS_VERSIONS:  # as the SDK's runner finishes such a result
             body.setdefault("resultType", "complete")
             body["_meta"] = {**body.get("_meta", {}), SERVER_INFO_META_KEY: self._server_info()}
         reply = {"jsonrpc": "2.0", "id": ident, "result": body}
-        text = json.dumps(reply, separators=(",", ":"), ensure_ascii=False)
-        await self._writer.write(text + "\n")
+        return json.dumps(reply, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 def _request_id(value: object) -> int | str | None:
@@ -150,10 +182,3 @@ def _request_id(value: object) -> int | str | None:
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     return None
-
-
-async def routed(lines: AsyncIterator[str], fast: FastPath) -> AsyncIterator[str]:
-    """The lines the fast path did not take, in order."""
-    async for line in lines:
-        if not fast.take(line):
-            yield line

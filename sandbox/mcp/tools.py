@@ -1,10 +1,12 @@
 """The bodies of the contract's eleven tools and ``session_update``: thin typed wrappers over
 ``SessionManager``.
 
-Arguments arrive validated (``sandbox.mcp.inputs``); each blocking engine call runs in a worker
-thread, never on the event loop. ``execute`` forwards the engine's progress (elapsed seconds,
-latest line) as MCP progress notifications, and a client's cancellation sets the engine's
-``cancel`` event so the command is stopped with the escalation ladder before the call returns.
+Arguments arrive validated (``sandbox.mcp.inputs``); each tool's work is blocking and runs whole
+in a worker thread, never on the event loop (``Tools.run`` for the SDK's handlers; the stdio
+fast path, ``sandbox.mcp.stdio_fast``, runs it in its own workers). ``execute`` forwards the
+engine's progress (elapsed seconds, latest line) as MCP progress notifications, and a client's
+cancellation sets the engine's ``cancel`` event so the command is stopped with the escalation
+ladder before the call returns.
 Who may see and create what is ``sandbox.mcp.clients``.
 """
 
@@ -13,9 +15,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -60,6 +61,7 @@ from sandbox.models import (
 )
 
 if TYPE_CHECKING:
+    from sandbox.session.command_wait import ProgressFn
     from sandbox.session.manager import SessionManager
     from sandbox.session.session import Session
 
@@ -67,7 +69,19 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 ToolContext = Context[Any, Any]
-ToolBody = Callable[[Any, ToolContext | None], Awaitable[BaseModel | dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call as its work sees it: who calls, where progress goes, what stops it."""
+
+    client: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    progress: ProgressFn | None = None
+
+
+# A tool's whole work, validated arguments in, blocking: it runs in a worker thread.
+ToolWork = Callable[[Any, Call], BaseModel | dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -75,8 +89,9 @@ class ToolSpec:
     name: str
     input_model: type[BaseModel]
     output_model: type[BaseModel]
-    body: ToolBody
+    work: ToolWork
     annotations: ToolAnnotations
+    abandon: bool = False  # a cancelled call returns at once: its work only waits and reads
 
 
 def split_enter(
@@ -110,21 +125,64 @@ async def _report_progress(ctx: ToolContext, elapsed: float, line: str) -> None:
 
 
 class Tools:
-    """The tool bodies. Arguments arrive validated; engine calls run in worker threads."""
+    """The tool bodies: each is blocking work for a worker thread (``ToolWork``)."""
 
     def __init__(self, config: SandboxConfig, manager: SessionManager) -> None:
         self.config = config
         self.manager = manager
-        self.limiter = anyio.CapacityLimiter(max(40, 4 * config.max_sessions))
+        self.threads = max(40, 4 * config.max_sessions)  # tool calls running at once
+        self.limiter = anyio.CapacityLimiter(self.threads)
         self.clients = ClientLedger(config, manager)
 
     # -- clients: quotas and ownership ------------------------------------------------------
     def client(self, ctx: ToolContext | None) -> str:
         return client_of(headers_of(ctx), self.config.all_tokens)
 
-    def session(self, ctx: ToolContext | None, session_id: str) -> Session:
+    def call(self, ctx: ToolContext | None) -> Call:
+        """On the event loop: a call of ``ctx``'s client, its progress reported to ``ctx``."""
+        client = self.client(ctx)
+        if ctx is None:
+            return Call(client)
+        loop = anyio.lowlevel.current_token()
+
+        def progress(elapsed: float, line: str) -> None:  # engine thread, about once a second
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run(_report_progress, ctx, elapsed, line, token=loop)
+
+        return Call(client, progress=progress)
+
+    async def run(self, work: Callable[[], T], call: Call, *, abandon: bool) -> T:
+        """Run a tool's blocking work in a worker thread.
+
+        Cancelling this await sets ``call.cancel`` (an execute stops with the escalation ladder)
+        and waits for the work to wind down before raising, unless ``abandon``: for work that
+        only waits and reads (it ends at its own timeout, or when the session closes).
+        No task group and no watcher task: an execute of ``true`` is a millisecond, and those
+        would cost a fifth of it.
+        """
+        started, finished = threading.Event(), threading.Event()
+
+        def guarded() -> T:
+            started.set()
+            try:
+                return work()
+            finally:
+                finished.set()
+
+        try:
+            return await anyio.to_thread.run_sync(
+                guarded, limiter=self.limiter, abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            call.cancel.set()  # work that has not started yet returns at once when it does
+            if started.is_set() and not abandon:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(finished.wait)
+            raise
+
+    def session(self, client: str, session_id: str) -> Session:
         """The session, if this client may use it (another token's is not found)."""
-        if not self.clients.visible(self.client(ctx), session_id):
+        if not self.clients.visible(client, session_id):
             raise SessionNotFoundError(
                 f"no session {session_id!r} on this server",
                 hint="Call session_list to see your sessions, or session_create to start one.",
@@ -141,14 +199,6 @@ class Tools:
         request = CreateRequest(project_path=project_path, name=name)
         return self.clients.create(client, request).session_id
 
-    async def _run(self, fn: Callable[[], T], *, abandon: bool = False) -> T:
-        """Run a blocking engine call in a worker thread.
-
-        A cancelled call waits for the thread to finish, unless ``abandon``: for calls that
-        only wait and read (they end at their own timeout, or when the session closes).
-        """
-        return await anyio.to_thread.run_sync(fn, limiter=self.limiter, abandon_on_cancel=abandon)
-
     def _max_ms(self, field: str, value: int) -> None:
         limit = int(self.config.max_timeout_s * 1000)
         if value > limit:
@@ -158,59 +208,39 @@ class Tools:
             )
 
     # -- sessions ----------------------------------------------------------------------------
-    async def session_create(
-        self, args: SessionCreateInput, ctx: ToolContext | None
-    ) -> SessionCreated:
-        return await self._run(partial(self.clients.create, self.client(ctx), args))
+    def session_create(self, args: SessionCreateInput, call: Call) -> SessionCreated:
+        return self.clients.create(call.client, args)
 
-    async def session_list(self, args: NoInput, ctx: ToolContext | None) -> SessionList:
-        listed = await self._run(self.manager.list_sessions)
-        client = self.client(ctx)
-        mine = [s for s in listed.sessions if self.clients.visible(client, s.session_id)]
+    def session_list(self, args: NoInput, call: Call) -> SessionList:
+        listed = self.manager.list_sessions()
+        mine = [s for s in listed.sessions if self.clients.visible(call.client, s.session_id)]
         return SessionList(sessions=mine, count=len(mine))
 
-    async def session_info(self, args: SessionInput, ctx: ToolContext | None) -> SessionInfo:
-        self.session(ctx, args.session_id)
-        return await self._run(partial(self.manager.info, args.session_id))
+    def session_info(self, args: SessionInput, call: Call) -> SessionInfo:
+        self.session(call.client, args.session_id)
+        return self.manager.info(args.session_id)
 
-    async def session_destroy(
-        self, args: SessionDestroyInput, ctx: ToolContext | None
-    ) -> Destroyed:
-        self.session(ctx, args.session_id)
-        return await self._run(partial(self.manager.destroy, args.session_id, force=args.force))
+    def session_destroy(self, args: SessionDestroyInput, call: Call) -> Destroyed:
+        self.session(call.client, args.session_id)
+        return self.manager.destroy(args.session_id, force=args.force)
 
-    async def session_update(
-        self, args: SessionUpdateInput, ctx: ToolContext | None
-    ) -> SessionUpdated:
-        self.session(ctx, args.session_id)
+    def session_update(self, args: SessionUpdateInput, call: Call) -> SessionUpdated:
+        self.session(call.client, args.session_id)
         check_client(self.config, args.network)
-        allow = await self._run(partial(self.manager.update_network, args.session_id, args.network))
+        allow = self.manager.update_network(args.session_id, args.network)
         return SessionUpdated(session_id=args.session_id, egress_allow=allow)
 
-    async def server_info(self, args: NoInput, ctx: ToolContext | None) -> ServerInfo:
-        return await self._run(self.manager.server_info)
+    def server_info(self, args: NoInput, call: Call) -> ServerInfo:
+        return self.manager.server_info()
 
     # -- execute -----------------------------------------------------------------------------
-    async def execute(self, args: ExecuteInput, ctx: ToolContext | None) -> ExecResult:
-        cancel = threading.Event()
-        loop = anyio.lowlevel.current_token()
-
-        def progress(elapsed: float, line: str) -> None:  # engine thread, about once a second
-            if ctx is None:  # the stdio fast path: no progress token to report to
-                return
-            with contextlib.suppress(Exception):
-                anyio.from_thread.run(_report_progress, ctx, elapsed, line, token=loop)
-
-        client = self.client(ctx)
+    def execute(self, args: ExecuteInput, call: Call) -> ExecResult:
         session_id = args.session_id
         if session_id is not None:
-            self.session(ctx, session_id)
+            self.session(call.client, session_id)
         elif args.project_path is not None:
-            session_id = await self._run(
-                partial(self._session_for_project, client, args.project_path, args.name)
-            )
-        run = partial(
-            self.manager.execute,
+            session_id = self._session_for_project(call.client, args.project_path, args.name)
+        return self.manager.execute(
             args.command,
             session_id=session_id,
             project_path=args.project_path if session_id is None else None,
@@ -220,84 +250,45 @@ class Tools:
             background=args.background,
             max_lines=args.max_lines,
             strip_ansi=args.strip_ansi,
-            progress=progress,
-            cancel=cancel,
+            progress=call.progress,
+            cancel=call.cancel,
         )
-        return await self._run_cancellable(run, cancel)
-
-    async def _run_cancellable(self, fn: Callable[[], T], cancel: threading.Event) -> T:
-        """``_run`` for a call that stops early when ``cancel`` is set: cancelling this await
-        sets it, then waits for the call to wind down (the escalation ladder) before raising.
-
-        No task group and no watcher task: an execute of ``true`` is a millisecond, and those
-        would cost a fifth of it.
-        """
-        started, finished = threading.Event(), threading.Event()
-
-        def work() -> T:
-            started.set()
-            try:
-                return fn()
-            finally:
-                finished.set()
-
-        try:
-            return await anyio.to_thread.run_sync(
-                work, limiter=self.limiter, abandon_on_cancel=True
-            )
-        except anyio.get_cancelled_exc_class():
-            cancel.set()  # a call that has not started yet returns at once when it does
-            if started.is_set():
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(finished.wait)
-            raise
 
     # -- terminal ----------------------------------------------------------------------------
-    async def send(self, args: SendInput, ctx: ToolContext | None) -> dict[str, Any]:
+    def send(self, args: SendInput, call: Call) -> dict[str, Any]:
         self._max_ms("wait_ms", args.wait_ms)
-        session = self.session(ctx, args.session_id)
-        return await self._run(partial(self._send, session, args), abandon=True)
-
-    def _send(self, session: Session, args: SendInput) -> dict[str, Any]:
+        session = self.session(call.client, args.session_id)
         text, keys = split_enter(args.text, args.keys, args.paste)
         sent = session.send(
             text=text, keys=keys, paste=args.paste, wait_ms=args.wait_ms, view=args.view
         )
         return sent.model_dump(mode="json", exclude_none=True)
 
-    async def read(self, args: ReadInput, ctx: ToolContext | None) -> ReadResult:
+    def read(self, args: ReadInput, call: Call) -> ReadResult:
         self._max_ms("timeout_ms", args.timeout_ms)
-        session = self.session(ctx, args.session_id)
-        return await self._run(
-            partial(
-                session.read,
-                view=args.view,
-                strip_ansi=args.strip_ansi,
-                wait_for=args.wait_for,
-                timeout_ms=args.timeout_ms,
-                idle_ms=args.idle_ms,
-                offset=args.offset,
-                limit=args.limit,
-            ),
-            abandon=True,
+        session = self.session(call.client, args.session_id)
+        return session.read(
+            view=args.view,
+            strip_ansi=args.strip_ansi,
+            wait_for=args.wait_for,
+            timeout_ms=args.timeout_ms,
+            idle_ms=args.idle_ms,
+            offset=args.offset,
+            limit=args.limit,
         )
 
-    async def signal(self, args: SignalInput, ctx: ToolContext | None) -> SignalResult:
-        session = self.session(ctx, args.session_id)
-        return await self._run(partial(session.signal, args.signal, escalate_=args.escalate))
+    def signal(self, args: SignalInput, call: Call) -> SignalResult:
+        session = self.session(call.client, args.session_id)
+        return session.signal(args.signal, escalate_=args.escalate)
 
-    async def resize(self, args: ResizeInput, ctx: ToolContext | None) -> ResizeResult:
-        session = self.session(ctx, args.session_id)
-        return await self._run(partial(session.resize, args.rows, args.cols))
+    def resize(self, args: ResizeInput, call: Call) -> ResizeResult:
+        session = self.session(call.client, args.session_id)
+        return session.resize(args.rows, args.cols)
 
-    async def read_log(self, args: ReadLogInput, ctx: ToolContext | None) -> LogChunk:
-        session = self.session(ctx, args.session_id)
+    def read_log(self, args: ReadLogInput, call: Call) -> LogChunk:
+        session = self.session(call.client, args.session_id)
         # An agent never gets raw terminal strings (titles, OSC 52, DCS): see SECURITY.md.
-        return await self._run(
-            partial(
-                session.read_log, args.from_byte, args.max_bytes, args.strip_ansi, sanitize=True
-            )
-        )
+        return session.read_log(args.from_byte, args.max_bytes, args.strip_ansi, sanitize=True)
 
     def specs(self) -> list[ToolSpec]:
         read_only = ToolAnnotations(read_only_hint=True)
@@ -316,8 +307,8 @@ class Tools:
                 "session_destroy", SessionDestroyInput, Destroyed, self.session_destroy, destructive
             ),
             ToolSpec("execute", ExecuteInput, ExecResult, self.execute, plain),
-            ToolSpec("send", SendInput, SendResult, self.send, plain),
-            ToolSpec("read", ReadInput, ReadResult, self.read, read_only),
+            ToolSpec("send", SendInput, SendResult, self.send, plain, abandon=True),
+            ToolSpec("read", ReadInput, ReadResult, self.read, read_only, abandon=True),
             ToolSpec("signal", SignalInput, SignalResult, self.signal, destructive),
             ToolSpec("resize", ResizeInput, ResizeResult, self.resize, resizing),
             ToolSpec("read_log", ReadLogInput, LogChunk, self.read_log, read_only),

@@ -6,18 +6,19 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
+import anyio.to_thread
 import pytest
 from mcp_types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
-from sandbox.mcp.server import build_server_and_runners
+from sandbox.mcp.server import build_server_and_tools
 from sandbox.mcp.stdio_fast import FastPath
 from sandbox.mcp.stdio_wire import WireWriter, wire_lines
 from sandbox.session.manager import SessionManager
@@ -67,14 +68,14 @@ class Wire:
 
 @pytest.fixture
 async def wire(manager: SessionManager) -> AsyncIterator[Wire]:
-    server, runners = build_server_and_runners(manager.config, manager)
+    server, tools = build_server_and_tools(manager.config, manager)
     stamp = server._lowlevel_server.server_info_stamp
     read_fd, write_fd = os.pipe()
+    fast = FastPath(tools, WireWriter(write_fd), lambda: stamp)
     try:
-        async with anyio.create_task_group() as tg:
-            yield Wire(FastPath(runners, WireWriter(write_fd), tg, lambda: stamp), read_fd)
-            tg.cancel_scope.cancel()
+        yield Wire(fast, read_fd)
     finally:
+        fast.close()
         os.close(read_fd)
         os.close(write_fd)
 
@@ -155,3 +156,20 @@ async def test_a_cancelled_call_is_stopped_and_never_answered(
     reply = await wire.reply()
     assert reply["id"] == 2  # nothing for 1
     assert reply["result"]["structuredContent"]["output"] == "after\n"
+
+
+async def test_closing_stops_a_call_in_flight_before_it_returns(
+    wire: Wire, allowed_root: Path, manager: SessionManager
+) -> None:
+    wire.initialize()
+    project = str(allowed_root)
+    assert wire.take(tool_call(1, "execute", project_path=project, command="echo up"))
+    assert (await wire.reply())["result"]["structuredContent"]["output"] == "up\n"
+    assert wire.take(tool_call(2, "execute", project_path=project, command="sleep 30"))
+    await anyio.sleep(0.5)  # the command runs
+    t0 = time.monotonic()
+    await anyio.to_thread.run_sync(wire.fast.close)
+    assert time.monotonic() - t0 < 10  # the escalation ladder, not the 30 s
+    (session,) = manager.list_sessions().sessions
+    assert not session.busy  # the command was stopped before close returned
+    assert not wire.take(tool_call(3, "session_list"))  # closed: the SDK answers from now on

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
 import threading
 import time
@@ -13,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from sandbox.mcp import stdio_wire
@@ -24,6 +28,12 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def _until_full(fd: int) -> None:
+    """Until the pipe read by ``fd`` holds 64 KiB (its writer waits for room)."""
+    while struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0] < 65536:
+        time.sleep(0.01)
 
 
 async def _collect(fd: int) -> list[str]:
@@ -55,9 +65,9 @@ async def test_lines_from_a_regular_file_use_a_reader_thread(
     fallbacks: list[int] = []
     thread_lines = stdio_wire._thread_lines
 
-    def counting(fd: int, pending: bytes) -> AsyncIterator[str]:
+    def counting(fd: int) -> AsyncIterator[str]:
         fallbacks.append(fd)
-        return thread_lines(fd, pending)
+        return thread_lines(fd)
 
     monkeypatch.setattr(stdio_wire, "_thread_lines", counting)
     fd = os.open(path, os.O_RDONLY)
@@ -159,3 +169,75 @@ def test_claimed_stdio_sends_stray_output_to_stderr_and_restores_stdout() -> Non
     assert done.stdout == b"wire\nafter\n"
     assert b"stray print" in done.stderr
     assert b"stray child" in done.stderr
+
+
+async def test_lines_from_a_worker_and_the_loop_never_interleave() -> None:
+    r, w = os.pipe()
+    writer = WireWriter(w)
+    big = "w" * (256 << 10) + "\n"  # more than the pipe holds: the worker waits for room
+    received = bytearray()
+
+    def slow_reader() -> None:
+        time.sleep(0.2)  # the worker holds the line, the loop's write waits for it
+        while chunk := os.read(r, 65536):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=slow_reader)
+    reader.start()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, writer.write_line, big)
+            with anyio.fail_after(10):
+                await anyio.to_thread.run_sync(_until_full, r)  # the worker holds its line
+                await writer.write("from the loop\n")
+    finally:
+        os.close(w)
+        reader.join(10)
+        os.close(r)
+    assert received.decode().split("\n") == [big[:-1], "from the loop", ""]
+
+
+def test_a_worker_gives_up_on_a_client_that_never_reads_once_closed() -> None:
+    r, w = os.pipe()
+    writer = WireWriter(w)
+    try:
+        done: list[bool] = []
+        worker = threading.Thread(target=lambda: done.append(writer.write_line("x" * (256 << 10))))
+        worker.start()
+        time.sleep(0.2)
+        assert worker.is_alive()  # a full pipe: it waits for the client
+        t0 = time.monotonic()
+        writer.close()
+        worker.join(stdio_wire.FINISH_LINE_S + 5)
+        assert done == [False]
+        assert time.monotonic() - t0 >= stdio_wire.FINISH_LINE_S - 0.2
+    finally:
+        os.close(w)
+        os.close(r)
+
+
+async def test_lines_taken_as_they_arrive_are_not_yielded_and_the_rest_keep_their_order() -> None:
+    r, w = os.pipe()
+    taken: list[str] = []
+
+    def take(line: str) -> bool:
+        if line.startswith("t"):
+            taken.append(line)
+            return True
+        return False
+
+    try:
+        os.write(w, b"one\ntwo\nthree\nfour\n")
+        lines = wire_lines(r, take)
+        with anyio.fail_after(5):
+            assert await lines.__anext__() == "one"
+            assert taken == ["two", "three"]  # taken from the same read, before "one" is used
+            os.write(w, b"five\nten")
+            os.close(w)
+            w = -1
+            assert [line async for line in lines] == ["four", "five"]
+        assert taken == ["two", "three", "ten"]
+    finally:
+        if w >= 0:
+            os.close(w)
+        os.close(r)
