@@ -115,7 +115,9 @@ def _next_outcome(
 ) -> str | None:
     """Sleep on ``cond`` until the wait ends (its outcome) or something is due (None)."""
     idle_after = options.idle_after_s
-    with link.cond:
+    # streaming and the input check look at every chunk; the rest only at marker events
+    every = stream is not None or check is not None
+    with link.cond, link.every_chunk() if every else contextlib.nullcontext():
         while True:
             now = time.monotonic()
             if p.finished:

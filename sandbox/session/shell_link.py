@@ -80,6 +80,8 @@ class ShellLink:
         self.tracker = CommandTracker()
         self._attention = threading.Event()  # set when someone starts to wait on output or types
         self._watchers = 0  # readers blocked in read()/wait_output()
+        # waiters (holding ``cond``) that look at every chunk, not only at the tracker's events
+        self._chunk_waiters = 0
         self.background_turn = False  # the execute holding ``turn`` asked not to be waited for
         self._channel: ExecChannel | None = None
         self._generation = 0  # of the shell: a reader of an older one changes nothing
@@ -266,12 +268,17 @@ class ShellLink:
             offset = self.log.append(data)
             self.last_output = time.monotonic()
             queries = self.display.scan(data, offset)
-            for event in self.tracker.feed(data, offset):
+            events = self.tracker.feed(data, offset)
+            for event in events:
                 if isinstance(event, CommandStarted):
                     self.display.add_echo(event.echo_from, event.echo_to, event.shown)
                 elif isinstance(event, PromptDrawn):
                     self.display.on_prompt(event.end)
-            self.cond.notify_all()
+            # A chunk without a marker event changes only the log and ``last_output``: wake
+            # just those who look at those (an execute's own wait would only go back to
+            # sleep, costing a thread switch per chunk of the echo on the round trip).
+            if events or self._watchers or self._chunk_waiters:
+                self.cond.notify_all()
         return queries
 
     def _answer(self, queries: list[str], channel: ExecChannel) -> None:
@@ -329,6 +336,16 @@ class ShellLink:
                 yield
         finally:
             self._watchers -= 1
+
+    @contextlib.contextmanager
+    def every_chunk(self) -> Iterator[None]:
+        """Wake the caller (holding ``cond``) on every chunk of output, not only on the
+        marker tracker's events (a streaming execute, one that watches for input)."""
+        self._chunk_waiters += 1
+        try:
+            yield
+        finally:
+            self._chunk_waiters -= 1
 
     def attend(self) -> None:
         """Wake a reader that pauses between reads of unattended output: an answer is due."""
