@@ -27,8 +27,7 @@ Every command is typed as ONE line::
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 MARKER_PREFIX = b"\x1b]777;sb;"
 BEL = b"\x07"
@@ -175,8 +174,7 @@ def resync_line(nonce: str, status: int) -> bytes:
 MarkerKind = Literal["start", "end", "prompt", "ready", "exit"]
 
 
-@dataclass(frozen=True)
-class Marker:
+class Marker(NamedTuple):  # a tuple: the reader builds one per marker, ~4x cheaper
     kind: MarkerKind
     nonce: str  # the command's nonce; for "ready" the shell's pid
     status: int | None
