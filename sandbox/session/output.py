@@ -25,6 +25,8 @@ def shape_output(
 
     At most ``max_bytes`` of the end are read and cleaned (so a 50 MB output costs 1 MB);
     ``newlines`` (counted by the reader) gives ``total_lines`` when the start was cut off."""
+    if end <= start:  # printed nothing (``true``, ``cd``): what the rest makes of no bytes
+        return "", False, 0
     cut = max(start, end - max_bytes)
     raw = log.read(cut, end)
     byte_cut = cut > start
