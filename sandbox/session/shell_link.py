@@ -19,7 +19,7 @@ from sandbox.backends.base import Backend, ExecChannel
 from sandbox.errors import SandboxError, SessionExitedError
 from sandbox.session.display import Display
 from sandbox.session.read_budget import ReadBudget
-from sandbox.session.spec import SessionSpec, now_iso
+from sandbox.session.spec import SessionSpec, iso_at
 from sandbox.session.waits import YIELD, Waits
 from sandbox.shell import durable
 from sandbox.shell.markers import SHELL_ARGV, command_argv, new_nonce, shell_rc
@@ -90,7 +90,10 @@ class ShellLink:
         self.revivable = False  # the login shell ended but its container runs
         self.exit_code: int | None = None
         self.last_output = time.monotonic()
-        self.last_activity_at = spec.created_at
+        # when a client last used the session: a touch only notes the time (an execute
+        # touches twice), the timestamp is spelled out when someone reads it
+        self._activity_iso = spec.created_at
+        self._activity_wall: float | None = None  # time.time() of the last touch, if any
         self._activity_mono = time.monotonic()
 
     @property
@@ -262,8 +265,6 @@ class ShellLink:
             return False
 
     def _on_output(self, data: bytes) -> list[str]:
-        if self.recording is not None:
-            self.recording.output(data)
         with self.cond:
             offset = self.log.append(data)
             self.last_output = time.monotonic()
@@ -279,6 +280,10 @@ class ShellLink:
             # sleep, costing a thread switch per chunk of the echo on the round trip).
             if events or self._watchers or self._chunk_waiters:
                 self.cond.notify_all()
+        # Recorded after the waiters are woken: a command's end does not wait for the cast
+        # file's write (the recording keeps the stream's order: one reader thread writes it).
+        if self.recording is not None:
+            self.recording.output(data)
         return queries
 
     def _answer(self, queries: list[str], channel: ExecChannel) -> None:
@@ -349,11 +354,22 @@ class ShellLink:
 
     def attend(self) -> None:
         """Wake a reader that pauses between reads of unattended output: an answer is due."""
-        self._attention.set()
+        if not self._attention.is_set():  # set already: nobody pauses on it (and no lock)
+            self._attention.set()
 
     def touch(self) -> None:
-        self.last_activity_at = now_iso()
+        self._activity_wall = time.time()
         self._activity_mono = time.monotonic()
+
+    @property
+    def last_activity_at(self) -> str:
+        wall = self._activity_wall
+        return self._activity_iso if wall is None else iso_at(wall)
+
+    @last_activity_at.setter
+    def last_activity_at(self, value: str) -> None:
+        self._activity_iso = value
+        self._activity_wall = None
 
     @property
     def status(self) -> str:

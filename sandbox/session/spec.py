@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from pydantic import Field
@@ -10,7 +11,12 @@ from sandbox.models import SessionFields
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return iso_at(time.time())
+
+
+def iso_at(wall: float) -> str:
+    """``time.time()`` value ``wall`` as the contract's timestamps spell it."""
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class SessionSpec(SessionFields):
