@@ -50,6 +50,14 @@ def read_frames(response: Any, timeout_s: float) -> bytes:
     return bytes(out)
 
 
+# CPython allocates a read's whole ``size`` before the socket is read, then shrinks it to what
+# came. Past glibc's mmap threshold (128 KiB) that is an mmap, an mremap and an munmap for
+# every chunk, however small (~25 us of a 60-byte read, on the round trip of every command).
+# After a read that came short, the next one asks for at most this much (the heap serves it);
+# a read that fills it means a stream is flowing, and the next one asks for all of ``size``.
+QUIET_READ = 64 * 1024
+
+
 class DockerExecChannel:
     """An attached ``exec`` with a TTY, read through the HTTP response's buffered reader.
 
@@ -68,12 +76,15 @@ class DockerExecChannel:
         self._sock.settimeout(None)
         self._write_lock = threading.Lock()
         self._closed = False
+        self._flowing = False  # the last read filled QUIET_READ: ask for a whole ``size``
 
     def read(self, size: int = 65536) -> bytes:
+        ask = size if self._flowing else min(size, QUIET_READ)
         try:
-            data: bytes = self._reader.read1(size)
+            data: bytes = self._reader.read1(ask)
         except (OSError, ValueError):
             return b""
+        self._flowing = len(data) >= QUIET_READ
         return data
 
     def write(self, data: bytes) -> None:
