@@ -152,6 +152,9 @@ class _Phase:
     """One side's samples, pooled over its rounds."""
 
     first: list[float] = field(default_factory=list)  # round trips in the floods' first seconds
+    # of each of ours in ``first``: (ms since the floods' start, ms from its last chunk read to
+    # execute's return: the server's share after the engine delivered the end marker)
+    stamps: list[tuple[float, float]] = field(default_factory=list)
     samples: list[float] = field(default_factory=list)  # round trips after them
     delivered: int = 0  # flood bytes that reached the reader while ``samples`` were taken
     seconds: float = 0.0  # ... and how long that took
@@ -188,6 +191,7 @@ def _add_rows(
     )
     compare(first, first_floor, stat="p99")
     judge(first, target, first.ratio is not None and first.ratio <= 1.0)
+    _add_slowest(ctx, label, ours)
     steady_floor = ctx.add(
         Row(
             ctx.figure,
@@ -214,6 +218,27 @@ def _add_rows(
     judge(steady, target, steady.ratio is not None and steady.ratio <= 1.0)
 
 
+def _add_slowest(ctx: Context, label: str, ours: _Phase) -> None:
+    """Where ours' slowest first-seconds round trips went: when they fell, and how much of
+    each came after the engine delivered its end marker (the server's share; the rest is the
+    write's way in, the shell's work in its container and the marker's way back)."""
+    if not ours.stamps:
+        return
+    slowest = sorted(zip(ours.first, ours.stamps, strict=True), reverse=True)[:10]
+    shares = [share for _, (_, share) in slowest]
+    ctx.add(
+        Row(
+            ctx.figure,
+            f"server's share of the 10 slowest first-seconds round trips ({label})",
+            "ms",
+            role="info",
+            samples=shares,
+            note="their ms / at s since the floods' start: "
+            + ", ".join(f"{ms:.0f}/{at / 1000:.1f}" for ms, (at, _) in slowest),
+        )
+    )
+
+
 def _our_flood(
     manager: SessionManager,
     pool: ThreadPoolExecutor,
@@ -235,7 +260,11 @@ def _our_flood(
                 starter.submit(s.execute, command, background=True, timeout_s=0.5) for s in group
             ]
             while time.monotonic() - t0 < first_s or not all(f.done() for f in starts):
+                at = time.monotonic()
                 into.first.append(timed_execute(quiet, "true"))
+                # the reader's clock of the last chunk: the end marker (or a prompt just after)
+                ours = max(0.0, time.monotonic() - quiet.link.last_output)
+                into.stamps.append(((at - t0) * 1000, ours * 1000))
                 time.sleep(0.01)
             started = [f.result() for f in starts]
         if not all(r.still_running for r in started):

@@ -136,7 +136,8 @@ def _next_outcome(
                     return "lost"
                 wake = min(wake, quiet_from + LOST_QUIET_S)
             if idle_after is not None:
-                quiet_since = max(link.last_output, p.sent_at)
+                # output the reader holds back (its pacing) is not a quiet program
+                quiet_since = max(link.quiet_since(), p.sent_at)
                 if options.background and p.start is not None and link.log.size <= p.start:
                     quiet_since = now  # background: wait for some output first
                 if now - quiet_since >= idle_after:

@@ -187,7 +187,8 @@ def open_watcher(link: ShellLink) -> ExecChannel:
 class InputCheck:
     """For one waiting ``execute``: whether it is time to ask, and whether its program waits
     for terminal input (only when nothing arrived meanwhile: what it wrote before blocking
-    is then in the log)."""
+    is then in the log). Output the reader holds back (``ShellLink.holding_back``) is output
+    still arriving: no question while it waits."""
 
     def __init__(
         self, watch: InputWatch, link: ShellLink, wait_done: Callable[[float], bool]
@@ -199,10 +200,14 @@ class InputCheck:
         watch.start()
 
     def ask_at(self, p: Pending) -> float | None:
-        """When to ask next (None: the command has not started, or this kernel cannot say)."""
-        if p.start is None or self._link.tracker.shell_pid is None or self._watch.unsupported:
+        """When to ask next (None: the command has not started, its output is held back, or
+        this kernel cannot say)."""
+        link = self._link
+        if p.start is None or link.tracker.shell_pid is None or self._watch.unsupported:
             return None
-        return self._pacer.due_at(self._link.last_output)
+        if link.holding_back:
+            return None
+        return self._pacer.due_at(link.quiet_since())
 
     def waits(self, p: Pending) -> bool:
         """Ask, if it is time, whether the command's program waits for terminal input."""
@@ -210,12 +215,12 @@ class InputCheck:
         shell = self._link.tracker.shell_pid
         if ask_at is None or shell is None or time.monotonic() < ask_at:
             return False
-        before = self._link.last_output
+        before, quiet = self._link.last_output, self._link.quiet_since()
         verdict = self._watch.ask(shell)
         if verdict is None:  # the watcher is still starting (or did not answer): soon again
-            self._pacer.retry(before, time.monotonic())
+            self._pacer.retry(quiet, time.monotonic())
             return False
-        self._pacer.asked(before, time.monotonic())
+        self._pacer.asked(quiet, time.monotonic())
         if verdict not in ("input", "shell"):
             return False
         # the shell in front may be back at its prompt, its end marker still on the way

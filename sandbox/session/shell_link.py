@@ -82,6 +82,8 @@ class ShellLink:
         self._watchers = 0  # readers blocked in read()/wait_output()
         # waiters (holding ``cond``) that look at every chunk, not only at the tracker's events
         self._chunk_waiters = 0
+        self.holding_back = False  # the reader pauses by the unattended budget: output waits
+        self._held_until = 0.0  # when the reader last stopped holding output back
         self.background_turn = False  # the execute holding ``turn`` asked not to be waited for
         self._channel: ExecChannel | None = None
         self._generation = 0  # of the shell: a reader of an older one changes nothing
@@ -226,14 +228,20 @@ class ShellLink:
             # round trips need), and past a burst drain it at the budget's rate, or YIELD
             # times slower while someone waits on another session. An execute, a read or
             # typed input ends the pause at once (``attend``).
-            pause = budget.spend(len(data) * (YIELD if self.waits.any else 1))
-            if len(data) < size:
-                pause = max(pause, UNATTENDED_PAUSE_S)
+            owed = budget.spend(len(data) * (YIELD if self.waits.any else 1))
+            # output waits unread: the budget's pause, or a read that filled its buffer (a
+            # short read's pause only lets the next chunk gather)
+            held = owed > 0 or len(data) == size
+            pause = owed if len(data) == size else max(owed, UNATTENDED_PAUSE_S)
             size = UNATTENDED_READ_SIZE
             if pause > 0:
                 self._attention.clear()
                 if not self._full_speed() and self._current(generation):
+                    self.holding_back = held
                     self._attention.wait(pause)
+                    if held:
+                        self._held_until = time.monotonic()
+                    self.holding_back = False
         self._ended(channel, generation)
 
     def _ended(self, channel: ExecChannel, generation: int) -> None:
@@ -313,6 +321,14 @@ class ShellLink:
         return self.turn.locked() and not (self.background_turn and self.waits.any)
 
     # -- what callers use ----------------------------------------------------------------
+    def quiet_since(self) -> float:
+        """Since when no output arrived: now while the reader holds output back (the program
+        is not quiet, its output waits unread), else the later of the last chunk and the end
+        of the last hold (its next read is on the way)."""
+        if self.holding_back:
+            return time.monotonic()
+        return max(self.last_output, self._held_until)
+
     def require_alive(self) -> ExecChannel:
         """The shell's channel, or ``SessionExitedError`` saying why there is none."""
         if self.destroyed:

@@ -175,3 +175,33 @@ def test_the_rate_comes_from_the_environment_and_a_bad_one_is_named(tmp_path: Pa
         SandboxConfig.from_env({**base, "SANDBOX_UNATTENDED_RATE_KIB": "-1"})
     assert "SANDBOX_UNATTENDED_RATE_KIB" in bad.value.message
     assert bad.value.hint
+
+
+def test_output_held_back_is_not_a_quiet_stretch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background execute of a flood while another session is waited on: its reader pauses
+    seconds between reads (an eighth of 16 KiB/s), and that is not the program going quiet,
+    so the execute runs to its timeout instead of returning ``idle`` after 1 s."""
+    monkeypatch.setattr(session_module, "UNATTENDED_BURST", 16 * KIB)
+    (tmp_path / "proj").mkdir()
+    config = SandboxConfig(
+        state_dir=tmp_path / "state", allowed_roots=(tmp_path,), unattended_rate_kib=16
+    )
+    manager = SessionManager(config, FakeBackend())
+    try:
+        project = str(tmp_path / "proj")
+        waited = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
+        flood = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
+        assert flood.execute("true", timeout_s=20).exit_code == 0  # its prompt is up
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(waited.execute, "sleep 4; echo waited", timeout_s=20)
+            time.sleep(0.3)
+            started = flood.execute("yes", background=True, timeout_s=2.5)
+            assert started.still_running
+            assert not started.idle
+            assert started.duration_ms >= 2500
+            assert waiting.result().output == "waited\n"
+        flood.signal("INT")
+    finally:
+        manager.close()
