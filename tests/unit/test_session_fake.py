@@ -402,3 +402,38 @@ def test_sessions_created_and_destroyed_in_a_row_each_get_their_own_output(
             mgr.destroy(created.session_id, force=True)
     finally:
         mgr.close()
+
+
+def test_a_streaming_execute_hands_over_output_while_its_command_still_runs(
+    session: Session,
+) -> None:
+    # a chunk without a marker wakes a streaming execute's wait (a plain one sleeps through it)
+    got: list[bytes] = []
+    first = threading.Event()
+
+    def on_output(data: bytes) -> None:
+        got.append(data)
+        if b"first" in b"".join(got):
+            first.set()
+
+    release = session.log.path.with_name("release")
+    done: list[str] = []
+    runner = threading.Thread(
+        target=lambda: done.append(
+            session.execute(
+                f"sleep 0.3; echo first; until [ -e {release} ]; do sleep 0.01; done; echo second",
+                timeout_s=30,
+                on_output=on_output,
+            ).output
+        )
+    )
+    runner.start()
+    try:
+        # well before the wait's own 2 s liveness check would have woken it
+        assert first.wait(1.0), b"".join(got)
+        assert not done  # handed over before the command ended
+    finally:
+        release.touch()
+        runner.join(30)
+    assert done == ["first\nsecond\n"]
+    assert b"".join(got).replace(b"\r\n", b"\n") == b"first\nsecond\n"
