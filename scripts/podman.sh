@@ -50,7 +50,9 @@ ping() { curl -fsS --max-time 2 --unix-socket "$SOCK" http://podman/_ping >/dev/
 if ! ping; then
   say "starting the API service on unix://$SOCK"
   mkdir -p "$(dirname "$SOCK")"
-  nohup podman system service --time=0 "unix://$SOCK" >/var/log/sandbox-podman.log 2>&1 &
+  # from the socket's folder: conmon writes an empty file named "oom" into its working
+  # directory when a container's process is OOM-killed, and its working directory is ours
+  (cd "$(dirname "$SOCK")" && exec nohup podman system service --time=0 "unix://$SOCK" >/var/log/sandbox-podman.log 2>&1) &
   for _ in $(seq 100); do ping && break; sleep 0.2; done
   ping || { say "the service did not answer; see /var/log/sandbox-podman.log"; exit 1; }
 fi
