@@ -42,26 +42,38 @@ unset SANDBOX_RC
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 HISTFILE="$HOME/.bash_history"
 HISTCONTROL=ignorespace
+bind 'set bell-style none' 2>/dev/null
 __sb_n=
+# Pids pressure is looked at before a command (__sb_p) only when it may have built up: the
+# limit is read once (the engine sets it at create), and since pids are handed out in order,
+# at most L - __sb_pl tasks were born since the last look at pid __sb_pl, which counted
+# __sb_pc; while that many more stay under 90% of the limit, pids.current is not read.
+__sb_pf=/sys/fs/cgroup/pids; [ -r $__sb_pf/pids.current ] || __sb_pf=/sys/fs/cgroup
+__sb_pm=; builtin read -r __sb_pm 2>/dev/null <$__sb_pf/pids.max
+case $__sb_pm in ''|*[!0-9]*) __sb_pm=;; esac
+__sb_pl=; __sb_pc=
 __sb_s() {
   __sb_n=$1; builtin export SANDBOX_COMMAND=$1
-  local l= p=; builtin read -r l 2>/dev/null </proc/sys/kernel/ns_last_pid || :
-  __sb_p
-  builtin printf '@MARK@%s;S;%s%s\007' "$1" "$l" "$p"
+  __sb_l=; __sb_x=; builtin read -r __sb_l 2>/dev/null </proc/sys/kernel/ns_last_pid || :
+  if [ -n "$__sb_pm" ] && { [[ -z $__sb_l || -z $__sb_pl ]] \
+      || (( __sb_l < __sb_pl || (__sb_pc + __sb_l - __sb_pl) * 10 >= __sb_pm * 9 )); }; then
+    __sb_pl=$__sb_l; __sb_pc=
+    if builtin read -r __sb_pc 2>/dev/null <$__sb_pf/pids.current; then
+      (( __sb_pc * 10 < __sb_pm * 9 )) || __sb_p "$__sb_pc" "$__sb_pm"
+    else
+      __sb_pl=
+    fi
+  fi
+  builtin printf '@MARK@%s;S;%s%s\007' "$1" "$__sb_l" "$__sb_x"
 }
 __sb_p() {
-  # Pids pressure, with builtins only (no fork can succeed when the pids limit is full): at 90%
-  # of the limit, SIGKILL the biggest process groups holding a tenth of it or more (never the
-  # shell's, never init's) until under half. Sets p to ";p:CURRENT:MAX:PGID/COUNT/NAME,..."
-  # for the start marker.
-  local c= m= f=/sys/fs/cgroup/pids d= g= s= n= k= i sk=' ' IFS=$' \t\n' -
-  [ -r $f/pids.current ] || f=/sys/fs/cgroup
-  builtin read -r c 2>/dev/null <$f/pids.current || return 0
-  builtin read -r m 2>/dev/null <$f/pids.max || return 0
-  case $m in ''|*[!0-9]*) return 0;; esac
-  (( c * 10 >= m * 9 )) || return 0
+  # Pids pressure (CURRENT and MAX are $1 and $2), with builtins only (no fork can succeed
+  # when the pids limit is full): SIGKILL the biggest process groups holding a tenth of the
+  # limit or more (never the shell's, never init's) until under half. Sets __sb_x to
+  # ";p:CURRENT:MAX:PGID/COUNT/NAME,..." for the start marker.
+  local c=$1 m=$2 f=$__sb_pf d= g= s= n= k= i sk=' ' IFS=$' \t\n' -
   builtin set +f
-  p=";p:$c:$m:"
+  local p=";p:$c:$m:"
   for i in 1 2 3 4; do
     local -A size=()
     for d in /proc/[0-9]*; do
@@ -80,6 +92,7 @@ __sb_p() {
     builtin read -r c 2>/dev/null <$f/pids.current || break
     (( c * 2 < m )) && break
   done
+  __sb_x=$p
 }
 __sb_e() {
   if [ -n "$__sb_n" ]; then builtin printf '@MARK@%s;E;%s\007' "$__sb_n" "$1"; __sb_n=; fi
