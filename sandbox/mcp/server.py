@@ -60,35 +60,47 @@ class _RawArguments(ArgModelBase):
         return {"arguments": dict(self.model_extra or {})}
 
 
-def error_result(error: SandboxError) -> CallToolResult:
-    """The contract's failure: ``isError`` with ``{"error": {code, message, hint}}`` as text.
+@dataclass(frozen=True)
+class ToolOutcome:
+    """A tool call's answer before the SDK's models: the engine model's dict, or the contract's
+    failure ``{"error": {code, message, hint}}`` (``is_error``).
 
-    No structured content: a tool with an output schema must return structured content that
-    conforms to it (MCP spec), and clients check that even on errors (the TypeScript SDK's
-    ``callTool`` throws -32602 otherwise), while the spec and both SDKs let an error carry none."""
-    data = {"error": error.to_dict()}
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        is_error=True,
-    )
+    As a ``CallToolResult`` (``result``), the same JSON is the text content too; a failure
+    has no structured content: a tool with an output schema must return structured content
+    that conforms to it (MCP spec), and clients check that even on errors (the TypeScript
+    SDK's ``callTool`` throws -32602 otherwise), while the spec and both SDKs let an error
+    carry none."""
 
+    data: dict[str, Any]
+    is_error: bool = False
 
-def ok_result(data: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
-    )
+    @classmethod
+    def failure(cls, error: SandboxError) -> ToolOutcome:
+        return cls({"error": error.to_dict()}, is_error=True)
+
+    def text(self) -> str:
+        return json.dumps(self.data, ensure_ascii=False)
+
+    def result(self) -> CallToolResult:
+        return CallToolResult(
+            content=[TextContent(type="text", text=self.text())],
+            structured_content=None if self.is_error else self.data,
+            is_error=self.is_error,
+        )
 
 
 @dataclass(frozen=True)
 class ToolAnswer:
     """A tool's whole call, blocking (for a worker thread): argument validation, the work, and
     the result or the contract's failure. The SDK's handler runs it through ``Tools.run``; the
-    stdio fast path (``sandbox.mcp.stdio_fast``) calls it in its own workers."""
+    stdio fast path (``sandbox.mcp.stdio_fast``) calls ``outcome`` in its own workers."""
 
     spec: ToolSpec
 
     def __call__(self, arguments: dict[str, Any], call: Call) -> CallToolResult:
+        return self.outcome(arguments, call).result()
+
+    def outcome(self, arguments: dict[str, Any], call: Call) -> ToolOutcome:
         name, model = self.spec.name, self.spec.input_model
         try:
             try:
@@ -98,17 +110,16 @@ class ToolAnswer:
             result = self.spec.work(args, call)
         except SandboxError as exc:
             log.info("%s failed: %s: %s", name, exc.code, exc.message)
-            return error_result(exc)
+            return ToolOutcome.failure(exc)
         except ValidationError as exc:  # an engine model refused a value we passed on
             log.info("%s: engine refused arguments: %s", name, exc)
-            return error_result(validation_error(name, model, exc))
+            return ToolOutcome.failure(validation_error(name, model, exc))
         except Exception as exc:
             log.exception("%s crashed", name)
-            return error_result(
+            return ToolOutcome.failure(
                 InternalError(f"{name} failed unexpectedly: {type(exc).__name__}: {exc}")
             )
-        data = result if isinstance(result, dict) else result.model_dump(mode="json")
-        return ok_result(data)
+        return ToolOutcome(result if isinstance(result, dict) else result.model_dump(mode="json"))
 
 
 def make_tool(

@@ -15,11 +15,13 @@ import anyio
 import anyio.to_thread
 import pytest
 from mcp_types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
+from mcp_types.methods import serialize_server_result
 
 from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
-from sandbox.mcp.server import build_server_and_tools
-from sandbox.mcp.stdio_fast import FastPath
+from sandbox.errors import SessionNotFoundError
+from sandbox.mcp.server import ToolOutcome, build_server_and_tools
+from sandbox.mcp.stdio_fast import KNOWN_VERSIONS, STATELESS_VERSIONS, FastPath, result_body
 from sandbox.mcp.stdio_wire import WireWriter, wire_lines
 from sandbox.session.manager import SessionManager
 
@@ -173,3 +175,19 @@ async def test_closing_stops_a_call_in_flight_before_it_returns(
     (session,) = manager.list_sessions().sessions
     assert not session.busy  # the command was stopped before close returned
     assert not wire.take(tool_call(3, "session_list"))  # closed: the SDK answers from now on
+
+
+@pytest.mark.parametrize("version", sorted(KNOWN_VERSIONS | STATELESS_VERSIONS))
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        ToolOutcome({"output": "é\u2028\x1b[0m\n", "exit_code": None, "log": {"n": [1, 2.5]}}),
+        ToolOutcome.failure(SessionNotFoundError("no session 'x'", hint="Call session_list.")),
+    ],
+    ids=["ok", "error"],
+)
+def test_a_result_is_shaped_as_the_sdks_serializer_shapes_it(
+    version: str, outcome: ToolOutcome
+) -> None:
+    sdk = outcome.result().model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert result_body(outcome, version) == serialize_server_result("tools/call", version, sdk)
