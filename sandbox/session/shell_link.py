@@ -79,6 +79,7 @@ class ShellLink:
         self.turn = threading.Lock()
         self.tracker = CommandTracker()
         self._attention = threading.Event()  # set when someone starts to wait on output or types
+        self._attended = 0  # counts ``attend`` calls: one during a read is not lost to a clear
         self._watchers = 0  # readers blocked in read()/wait_output()
         # waiters (holding ``cond``) that look at every chunk, not only at the tracker's events
         self._chunk_waiters = 0
@@ -211,6 +212,7 @@ class ShellLink:
         budget = ReadBudget(self._unattended_rate, UNATTENDED_BURST)
         size = READ_SIZE
         while True:
+            attended = self._attended
             data = channel.read(size)
             if not data:
                 break
@@ -236,7 +238,10 @@ class ShellLink:
             size = UNATTENDED_READ_SIZE
             if pause > 0:
                 self._attention.clear()
-                if not self._full_speed() and self._current(generation):
+                # an answer came due since the read (typed input): its wake-up may be the one
+                # just cleared
+                due = self._attended != attended
+                if not due and not self._full_speed() and self._current(generation):
                     self.holding_back = held
                     self._attention.wait(pause)
                     if held:
@@ -370,6 +375,7 @@ class ShellLink:
 
     def attend(self) -> None:
         """Wake a reader that pauses between reads of unattended output: an answer is due."""
+        self._attended += 1
         if not self._attention.is_set():  # set already: nobody pauses on it (and no lock)
             self._attention.set()
 

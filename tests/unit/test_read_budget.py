@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ from sandbox.models import CreateRequest
 from sandbox.session import shell_link as session_module
 from sandbox.session.manager import SessionManager
 from sandbox.session.read_budget import ReadBudget
+from sandbox.session.shell_link import ShellLink
 from sandbox.session.waits import Waits
 
 KIB = 1024
@@ -205,3 +207,42 @@ def test_output_held_back_is_not_a_quiet_stretch(
         flood.signal("INT")
     finally:
         manager.close()
+
+
+class _RacingAttention(threading.Event):
+    """The reader's attention event, with typed input landing in the race window once armed:
+    after the reader's read returned and just before it clears the event for its pause."""
+
+    def __init__(self, link: ShellLink) -> None:
+        super().__init__()
+        self._link = link
+        self.armed = False
+
+    def clear(self) -> None:
+        if self.armed:
+            self.armed = False
+            self._link.attend()
+        super().clear()
+
+
+def test_typed_input_in_the_readers_race_window_is_not_lost(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Unattended, the reader pauses after every short read until someone attends; an attend
+    # that the pause's clear would erase must still end that pause, or the command's output
+    # waits unread (here: an hour) until someone reads.
+    monkeypatch.setattr(session_module, "UNATTENDED_PAUSE_S", 3600.0)
+    created = manager.create(CreateRequest(project_path=str(tmp_path / "proj")))
+    session = manager.get(created.session_id)
+    assert session.execute("true", timeout_s=20).exit_code == 0
+    racing = _RacingAttention(session.link)
+    racing.set()
+    session.link._attention = racing
+    racing.armed = True
+    start = session.log.size
+    session.send(text="sleep 0.5; echo late-$((6*7))\n")  # its echo first, the line later
+    deadline = time.monotonic() + 20
+    while b"late-42" not in session.log.read(start, session.log.size):  # nobody attends
+        assert time.monotonic() < deadline, "the output stayed unread: the wake-up was lost"
+        time.sleep(0.05)
+    assert not racing.armed
