@@ -17,6 +17,7 @@ from sandbox.models import CreateRequest
 from sandbox.session import shell_link as session_module
 from sandbox.session.manager import SessionManager
 from sandbox.session.read_budget import ReadBudget
+from sandbox.session.session import Session
 from sandbox.session.shell_link import ShellLink
 from sandbox.session.waits import Waits
 
@@ -155,14 +156,18 @@ def test_waits_count_what_is_in_progress() -> None:
     assert not waits.any
 
 
-def test_an_execute_ends_the_readers_pause_at_once(
-    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Each execute's prompt arrives after its end marker, when nobody waits: the reader
-    # pauses. The next execute must wake it: a pause waited out would outlast its timeout.
+@pytest.fixture
+def pausing(manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Session:
+    """A session whose reader, unattended, pauses an hour after each short read."""
     monkeypatch.setattr(session_module, "UNATTENDED_PAUSE_S", 3600.0)
     created = manager.create(CreateRequest(project_path=str(tmp_path / "proj")))
-    session = manager.get(created.session_id)
+    return manager.get(created.session_id)
+
+
+def test_an_execute_ends_the_readers_pause_at_once(pausing: Session) -> None:
+    # Each execute's prompt arrives after its end marker, when nobody waits: the reader
+    # pauses. The next execute must wake it: a pause waited out would outlast its timeout.
+    session = pausing
     for i in range(3):
         result = session.execute(f"echo {i}", timeout_s=20)
         assert (result.output, result.exit_code, result.timed_out) == (f"{i}\n", 0, False)
@@ -225,15 +230,11 @@ class _RacingAttention(threading.Event):
         super().clear()
 
 
-def test_typed_input_in_the_readers_race_window_is_not_lost(
-    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_typed_input_in_the_readers_race_window_is_not_lost(pausing: Session) -> None:
     # Unattended, the reader pauses after every short read until someone attends; an attend
     # that the pause's clear would erase must still end that pause, or the command's output
     # waits unread (here: an hour) until someone reads.
-    monkeypatch.setattr(session_module, "UNATTENDED_PAUSE_S", 3600.0)
-    created = manager.create(CreateRequest(project_path=str(tmp_path / "proj")))
-    session = manager.get(created.session_id)
+    session = pausing
     assert session.execute("true", timeout_s=20).exit_code == 0
     racing = _RacingAttention(session.link)
     racing.set()
