@@ -76,8 +76,20 @@ _SCAN = re.compile(
     rb"|\][02];(?P<title>[^\x07\x1b]{0,200})(?:\x07|\x1b\\)"
     rb")"
 )
-# Every sequence _SCAN finds contains one of these; ``bytes.__contains__`` is memmem-fast.
-_HINTS = (b"\x1b[?", b"\x1b[6n", b"\x1b[c", b"\x1b[0c", b"\x1b[>", b"\x1b[2", b"\x1bc", b"\x1b]")
+# Every sequence _SCAN finds contains one of these; ``bytes.__contains__`` is memmem-fast. An
+# OSC counts only as a title (0 or 2): a chunk whose only sequences are the marker protocol's
+# (OSC 777) is not searched further.
+_HINTS = (
+    b"\x1b[?",
+    b"\x1b[6n",
+    b"\x1b[c",
+    b"\x1b[0c",
+    b"\x1b[>",
+    b"\x1b[2",
+    b"\x1bc",
+    b"\x1b]0;",
+    b"\x1b]2;",
+)
 # Sequences that change nothing but the row the cursor is on (SGR, erase/move within the row,
 # ECH/DCH/ICH), modes that draw nothing (cursor keys, cursor visibility, bracketed paste, mouse,
 # focus, synchronized output), OSC strings, keypad modes and the default G0 charset.
