@@ -10,6 +10,7 @@ cleared pids limit), the result says so in ``notices``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -101,8 +102,10 @@ def session(manager: SessionManager) -> Iterator[Session]:
 
 def _wait_for_pids(session: Session, at_least: int) -> None:
     """Until the container holds ``at_least`` tasks (one exec per look: an exec joins the
-    cgroup past its pids limit, a fork inside it cannot)."""
-    for _ in range(200):
+    cgroup past its pids limit, a fork inside it cannot), for a minute at most: a loaded
+    machine forks slowly."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         for path in ("/sys/fs/cgroup/pids/pids.current", "/sys/fs/cgroup/pids.current"):
             got = session.backend.run(session.container_id, ["cat", path], user="65534:65534")
             if got.exit_code == 0:
