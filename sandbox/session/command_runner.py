@@ -92,8 +92,8 @@ class CommandRunner:
                 f"session {link.id} is still running another execute after {options.timeout_s:g} s"
             )
         # a background execute asked not to be waited for: it does not slow other floods
-        waiting = contextlib.nullcontext() if options.background else link.waits.waiting()
-        link.background_turn = options.background
+        waiting = contextlib.nullcontext() if options.background else link.pacing.waits.waiting()
+        link.pacing.background_turn = options.background
         try:
             with waiting:
                 run = _Run(t0=t0, resets_before=self.recovery.resets)
@@ -103,7 +103,7 @@ class CommandRunner:
                 self._wait_and_stop(typed, options, run)
                 return self._result(typed, options, run)
         finally:
-            link.background_turn = False
+            link.pacing.background_turn = False
             link.turn.release()
 
     def _acquire_turn(self, deadline: float, cancel: threading.Event | None) -> bool:
@@ -113,7 +113,7 @@ class CommandRunner:
             if cancel is not None and cancel.is_set():
                 return False
             if self.link.turn.acquire(timeout=max(0.0, min(remaining, 0.1))):
-                self.link.attend()
+                self.link.pacing.attend()
                 return True
             if remaining <= 0:
                 return False

@@ -117,7 +117,7 @@ def _next_outcome(
     idle_after = options.idle_after_s
     # streaming and the input check look at every chunk; the rest only at marker events
     every = stream is not None or check is not None
-    with link.cond, link.every_chunk() if every else contextlib.nullcontext():
+    with link.cond, link.pacing.every_chunk() if every else contextlib.nullcontext():
         while True:
             now = time.monotonic()
             if p.finished:

@@ -187,7 +187,7 @@ def open_watcher(link: ShellLink) -> ExecChannel:
 class InputCheck:
     """For one waiting ``execute``: whether it is time to ask, and whether its program waits
     for terminal input (only when nothing arrived meanwhile: what it wrote before blocking
-    is then in the log). Output the reader holds back (``ShellLink.holding_back``) is output
+    is then in the log). Output the reader holds back (``ReadPacing.holding_back``) is output
     still arriving: no question while it waits."""
 
     def __init__(
@@ -205,7 +205,7 @@ class InputCheck:
         link = self._link
         if p.start is None or link.tracker.shell_pid is None or self._watch.unsupported:
             return None
-        if link.holding_back:
+        if link.pacing.holding_back:
             return None
         return self._pacer.due_at(link.quiet_since())
 

@@ -7,7 +7,7 @@ server's reader CPU that other sessions' round trips need. A token bucket lets s
 through at full speed and then drains at ``rate`` bytes per second; what the reader does not
 take waits in the socket, the pipe and the pty, and the program blocks on its write, exactly as
 behind a slow terminal. Nothing is lost, and the moment someone attends, the reader runs at
-full speed again (``ShellLink.attend``).
+full speed again (``ReadPacing.attend``, ``sandbox.session.read_pacing``).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class ShellRecovery:
                 )
         if old is not None:
             old.close()
-        link.attend()  # the old reader may be paused: let it see its channel closed
+        link.pacing.attend()  # the old reader may be paused: let it see its channel closed
         return self._reopen()
 
     def _close_lost(self, p: Pending) -> None:
@@ -151,7 +151,7 @@ class ShellRecovery:
                     p.start = p.end
         if old is not None:
             old.close()
-        link.attend()  # the old reader may be paused: let it see its channel closed
+        link.pacing.attend()  # the old reader may be paused: let it see its channel closed
         link.backend.restart(link.container_id)
         self.resets += 1
         if not link.spec.durable:  # a durable log mirrors the container's file: add nothing

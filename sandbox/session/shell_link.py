@@ -13,14 +13,13 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
 
 from sandbox.backends.base import Backend, ExecChannel
 from sandbox.errors import SandboxError, SessionExitedError
 from sandbox.session.display import Display
-from sandbox.session.read_budget import ReadBudget
+from sandbox.session.read_pacing import ReadPacing
 from sandbox.session.spec import SessionSpec, iso_at
-from sandbox.session.waits import YIELD, Waits
+from sandbox.session.waits import Waits
 from sandbox.shell import durable
 from sandbox.shell.markers import SHELL_ARGV, command_argv, new_nonce, shell_rc
 from sandbox.shell.tracker import (
@@ -37,18 +36,6 @@ from sandbox.terminal.stream import DA1_REPLY, DA2_REPLY, clean_transcript
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 30.0  # generous: a loaded engine can take seconds to start an exec
-READ_SIZE = 256 * 1024
-# Unattended output is read in smaller pieces: each read's work (log, recording) holds the GIL
-# that a waited-on session's reader and caller need, about 1 ms per 64 KiB.
-UNATTENDED_READ_SIZE = 64 * 1024
-UNATTENDED_PAUSE_S = 0.005
-UNATTENDED_BURST = 1024 * 1024  # drained at full speed before the unattended rate applies
-# Streaming output arrives from the engine in pieces of the pty's ~4 KiB reads; read at once,
-# each piece costs a wakeup and the whole per-chunk path (log, recording, tracker, a waiter
-# woken), which on bulk output made the reader cost as much CPU as the program. After a read
-# this big, let the stream gather a moment: ~10x fewer, bigger chunks, at most this much later.
-GATHER_FROM = 2048
-GATHER_S = 0.001
 
 
 class ShellLink:
@@ -73,19 +60,16 @@ class ShellLink:
         self.log = log
         self.display = display
         self.recording = recording
-        self._unattended_rate = unattended_rate  # bytes/s drained while nobody waits (0: all)
-        self.waits = waits if waits is not None else Waits()  # on any of the server's sessions
         self.cond = threading.Condition()
         self.turn = threading.Lock()
+        # when the reader reads and pauses, and whom it wakes (``unattended_rate``: bytes/s
+        # drained while nobody attends, 0: all)
+        self.pacing = ReadPacing(
+            rate=unattended_rate,
+            waits=waits if waits is not None else Waits(),
+            turn=self.turn,
+        )
         self.tracker = CommandTracker()
-        self._attention = threading.Event()  # set when someone starts to wait on output or types
-        self._attended = 0  # counts ``attend`` calls: one during a read is not lost to a clear
-        self._watchers = 0  # readers blocked in read()/wait_output()
-        # waiters (holding ``cond``) that look at every chunk, not only at the tracker's events
-        self._chunk_waiters = 0
-        self.holding_back = False  # the reader pauses by the unattended budget: output waits
-        self._held_until = 0.0  # when the reader last stopped holding output back
-        self.background_turn = False  # the execute holding ``turn`` asked not to be waited for
         self._channel: ExecChannel | None = None
         self._generation = 0  # of the shell: a reader of an older one changes nothing
         self.alive = False
@@ -209,44 +193,15 @@ class ShellLink:
 
     # -- reading -------------------------------------------------------------------------
     def _reader(self, channel: ExecChannel, generation: int) -> None:
-        budget = ReadBudget(self._unattended_rate, UNATTENDED_BURST)
-        size = READ_SIZE
+        reads = self.pacing.reads(lambda: self._current(generation))
         while True:
-            attended = self._attended
-            data = channel.read(size)
+            data = channel.read(reads.size())
             if not data:
                 break
             queries = self._on_output(data)
             if queries and not self.spec.durable:  # under tmux, tmux answers them
                 self._answer(queries, channel)
-            if self._full_speed():
-                budget.refill()
-                if GATHER_FROM <= len(data) < size:
-                    time.sleep(GATHER_S)
-                size = READ_SIZE
-                continue
-            # Nobody waits on this session: let output gather into fewer, bigger reads (a
-            # flood then costs far fewer wakeups and less of the GIL that other sessions'
-            # round trips need), and past a burst drain it at the budget's rate, or YIELD
-            # times slower while someone waits on another session. An execute, a read or
-            # typed input ends the pause at once (``attend``).
-            owed = budget.spend(len(data) * (YIELD if self.waits.any else 1))
-            # output waits unread: the budget's pause, or a read that filled its buffer (a
-            # short read's pause only lets the next chunk gather)
-            held = owed > 0 or len(data) == size
-            pause = owed if len(data) == size else max(owed, UNATTENDED_PAUSE_S)
-            size = UNATTENDED_READ_SIZE
-            if pause > 0:
-                self._attention.clear()
-                # an answer came due since the read (typed input): its wake-up may be the one
-                # just cleared
-                due = self._attended != attended
-                if not due and not self._full_speed() and self._current(generation):
-                    self.holding_back = held
-                    self._attention.wait(pause)
-                    if held:
-                        self._held_until = time.monotonic()
-                    self.holding_back = False
+            reads.done(len(data))
         self._ended(channel, generation)
 
     def _ended(self, channel: ExecChannel, generation: int) -> None:
@@ -291,7 +246,7 @@ class ShellLink:
             # A chunk without a marker event changes only the log and ``last_output``: wake
             # just those who look at those (an execute's own wait would only go back to
             # sleep, costing a thread switch per chunk of the echo on the round trip).
-            if events or self._watchers or self._chunk_waiters:
+            if events or self.pacing.wakes_on_every_chunk:
                 self.cond.notify_all()
         # Recorded after the waiters are woken: a command's end does not wait for the cast
         # file's write (the recording keeps the stream's order: one reader thread writes it).
@@ -317,22 +272,11 @@ class ShellLink:
         detached or destroyed one must not pause: its channel is closing)."""
         return generation == self._generation and not self.destroyed
 
-    def _full_speed(self) -> bool:
-        """Drain at full speed: someone attends (an execute, a read, a person's terminal),
-        unless only a background execute does while someone waits on another session (then
-        this one is paced as if unattended)."""
-        if self._watchers > 0:
-            return True
-        return self.turn.locked() and not (self.background_turn and self.waits.any)
-
     # -- what callers use ----------------------------------------------------------------
     def quiet_since(self) -> float:
-        """Since when no output arrived: now while the reader holds output back (the program
-        is not quiet, its output waits unread), else the later of the last chunk and the end
-        of the last hold (its next read is on the way)."""
-        if self.holding_back:
-            return time.monotonic()
-        return max(self.last_output, self._held_until)
+        """Since when no output arrived, output the reader holds back counting as arriving
+        (``ReadPacing.quiet_since``)."""
+        return self.pacing.quiet_since(self.last_output)
 
     def require_alive(self) -> ExecChannel:
         """The shell's channel, or ``SessionExitedError`` saying why there is none."""
@@ -350,34 +294,6 @@ class ShellLink:
                 )
             raise error
         return self._channel
-
-    @contextlib.contextmanager
-    def watching(self) -> Iterator[None]:
-        """Count the caller (holding ``cond``) as waiting on output: the reader runs at full
-        speed meanwhile, woken at once if it pauses."""
-        self._watchers += 1
-        self.attend()
-        try:
-            with self.waits.waiting():
-                yield
-        finally:
-            self._watchers -= 1
-
-    @contextlib.contextmanager
-    def every_chunk(self) -> Iterator[None]:
-        """Wake the caller (holding ``cond``) on every chunk of output, not only on the
-        marker tracker's events (a streaming execute, one that watches for input)."""
-        self._chunk_waiters += 1
-        try:
-            yield
-        finally:
-            self._chunk_waiters -= 1
-
-    def attend(self) -> None:
-        """Wake a reader that pauses between reads of unattended output: an answer is due."""
-        self._attended += 1
-        if not self._attention.is_set():  # set already: nobody pauses on it (and no lock)
-            self._attention.set()
 
     def touch(self) -> None:
         self._activity_wall = time.time()
@@ -429,7 +345,7 @@ class ShellLink:
         channel = self._channel
         if channel is not None:
             channel.close()
-        self.attend()
+        self.pacing.attend()
 
     def detach(self) -> None:
         """Let go of a durable session's shell without ending it (server shutdown, idle TTL):
@@ -441,7 +357,7 @@ class ShellLink:
             self.cond.notify_all()
         if channel is not None:
             channel.close()
-        self.attend()  # a reader paused by the unattended budget sees the end now
+        self.pacing.attend()  # a reader paused by the unattended budget sees the end now
 
     def close(self) -> int | None:
         """Stop the shell and release local resources; return the shell's exit code."""
@@ -449,7 +365,7 @@ class ShellLink:
         channel = self._channel
         if channel is not None:
             channel.close()
-        self.attend()
+        self.pacing.attend()
         with self.cond:
             self.alive = False
             self.cond.notify_all()

@@ -35,14 +35,14 @@ class TerminalView:
     def write_raw(self, data: bytes) -> None:
         """Type bytes into the terminal exactly as given."""
         self.link.require_alive().write(data)
-        self.link.attend()
+        self.link.pacing.attend()
         self.link.touch()
 
     def wait_output(self, offset: int, timeout_s: float) -> int:
         """Block until the log grows past ``offset``, the shell ends, or the timeout; return the
         log's size (read the new bytes with ``log.read(offset, size)``)."""
         deadline = time.monotonic() + timeout_s
-        with self.link.cond, self.link.watching():
+        with self.link.cond, self.link.pacing.watching():
             while self.log.size <= offset and self.link.alive:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -76,7 +76,7 @@ class TerminalView:
             data += encode_keys(keys, application_cursor=self.display.scanner.application_cursor)
         self.link.touch()
         channel.write(data)
-        self.link.attend()
+        self.link.pacing.attend()
         if wait_ms <= 0:
             return SendResult(bytes_sent=len(data))
         read = self.read(view=view, idle_ms=min(wait_ms, SEND_SETTLE_MS), timeout_ms=wait_ms)
@@ -157,7 +157,7 @@ class TerminalView:
                 wake = deadline
                 if idle_ms is not None:
                     wake = min(wake, last + idle_ms / 1000)
-                with link.watching():
+                with link.pacing.watching():
                     link.cond.wait(max(0.005, min(wake - now, 0.25)))
 
     def _content(

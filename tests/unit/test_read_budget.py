@@ -14,11 +14,11 @@ from sandbox.backends.fake import FakeBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import InvalidArgumentError
 from sandbox.models import CreateRequest
-from sandbox.session import shell_link as session_module
+from sandbox.session import read_pacing as pacing_module
 from sandbox.session.manager import SessionManager
 from sandbox.session.read_budget import ReadBudget
+from sandbox.session.read_pacing import ReadPacing
 from sandbox.session.session import Session
-from sandbox.session.shell_link import ShellLink
 from sandbox.session.waits import Waits
 
 KIB = 1024
@@ -77,7 +77,7 @@ def test_an_unattended_flood_waits_on_its_writes_and_loses_nothing(
     manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     burst = 64 * KIB
-    monkeypatch.setattr(session_module, "UNATTENDED_BURST", burst)
+    monkeypatch.setattr(pacing_module, "UNATTENDED_BURST", burst)
     created = manager.create(CreateRequest(project_path=str(tmp_path / "proj")))
     session = manager.get(created.session_id)
     total = 4 * 1024 * KIB
@@ -102,7 +102,7 @@ def test_while_another_session_is_waited_on_a_flood_drains_slower_and_loses_noth
     manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     burst = 64 * KIB
-    monkeypatch.setattr(session_module, "UNATTENDED_BURST", burst)
+    monkeypatch.setattr(pacing_module, "UNATTENDED_BURST", burst)
     project = str(tmp_path / "proj")
     waited = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
     flood = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
@@ -131,7 +131,7 @@ def test_a_background_execute_is_paced_too_while_another_session_is_waited_on(
     manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     burst = 64 * KIB
-    monkeypatch.setattr(session_module, "UNATTENDED_BURST", burst)
+    monkeypatch.setattr(pacing_module, "UNATTENDED_BURST", burst)
     project = str(tmp_path / "proj")
     waited = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
     flood = manager.get(manager.create(CreateRequest(project_path=project)).session_id)
@@ -159,7 +159,7 @@ def test_waits_count_what_is_in_progress() -> None:
 @pytest.fixture
 def pausing(manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Session:
     """A session whose reader, unattended, pauses an hour after each short read."""
-    monkeypatch.setattr(session_module, "UNATTENDED_PAUSE_S", 3600.0)
+    monkeypatch.setattr(pacing_module, "UNATTENDED_PAUSE_S", 3600.0)
     created = manager.create(CreateRequest(project_path=str(tmp_path / "proj")))
     return manager.get(created.session_id)
 
@@ -190,7 +190,7 @@ def test_output_held_back_is_not_a_quiet_stretch(
     """A background execute of a flood while another session is waited on: its reader pauses
     seconds between reads (an eighth of 16 KiB/s), and that is not the program going quiet,
     so the execute runs to its timeout instead of returning ``idle`` after 1 s."""
-    monkeypatch.setattr(session_module, "UNATTENDED_BURST", 16 * KIB)
+    monkeypatch.setattr(pacing_module, "UNATTENDED_BURST", 16 * KIB)
     (tmp_path / "proj").mkdir()
     config = SandboxConfig(
         state_dir=tmp_path / "state", allowed_roots=(tmp_path,), unattended_rate_kib=16
@@ -218,15 +218,15 @@ class _RacingAttention(threading.Event):
     """The reader's attention event, with typed input landing in the race window once armed:
     after the reader's read returned and just before it clears the event for its pause."""
 
-    def __init__(self, link: ShellLink) -> None:
+    def __init__(self, pacing: ReadPacing) -> None:
         super().__init__()
-        self._link = link
+        self._pacing = pacing
         self.armed = False
 
     def clear(self) -> None:
         if self.armed:
             self.armed = False
-            self._link.attend()
+            self._pacing.attend()
         super().clear()
 
 
@@ -236,9 +236,9 @@ def test_typed_input_in_the_readers_race_window_is_not_lost(pausing: Session) ->
     # waits unread (here: an hour) until someone reads.
     session = pausing
     assert session.execute("true", timeout_s=20).exit_code == 0
-    racing = _RacingAttention(session.link)
+    racing = _RacingAttention(session.link.pacing)
     racing.set()
-    session.link._attention = racing
+    session.link.pacing._attention = racing
     racing.armed = True
     start = session.log.size
     session.send(text="sleep 0.5; echo late-$((6*7))\n")  # its echo first, the line later
