@@ -215,35 +215,60 @@ def test_output_held_back_is_not_a_quiet_stretch(
 
 
 class _RacingAttention(threading.Event):
-    """The reader's attention event, with typed input landing in the race window once armed:
-    after the reader's read returned and just before it clears the event for its pause."""
+    """The reader's attention event, with an attend landing in the race window each time the
+    reader clears it: after its read returned, just before it clears the event to pause."""
 
     def __init__(self, pacing: ReadPacing) -> None:
         super().__init__()
         self._pacing = pacing
-        self.armed = False
+        self.raced = 0
 
     def clear(self) -> None:
-        if self.armed:
-            self.armed = False
-            self._pacing.attend()
+        self.raced += 1
+        self._pacing.attend()
         super().clear()
 
 
-def test_typed_input_in_the_readers_race_window_is_not_lost(pausing: Session) -> None:
+def test_an_attend_in_the_readers_race_window_is_not_lost(pausing: Session) -> None:
     # Unattended, the reader pauses after every short read until someone attends; an attend
-    # that the pause's clear would erase must still end that pause, or the command's output
-    # waits unread (here: an hour) until someone reads.
+    # that the pause's clear would erase must still end that pause, or the output waits
+    # unread (here: an hour) until someone reads.
     session = pausing
     assert session.execute("true", timeout_s=20).exit_code == 0
-    racing = _RacingAttention(session.link.pacing)
-    racing.set()
-    session.link.pacing._attention = racing
-    racing.armed = True
+    pacing = session.link.pacing
+    paused_on = pacing._attention
+    racing = _RacingAttention(pacing)
+    pacing._attention = racing
+    paused_on.set()  # a reader pausing on the old event goes on, to pause on this one
     start = session.log.size
-    session.send(text="sleep 0.5; echo late-$((6*7))\n")  # its echo first, the line later
+    # typed straight into the channel: no attend but the raced ones; the echo first, the
+    # line half a second later
+    session.link.require_alive().write(b"sleep 0.5; echo late-$((6*7))\r")
     deadline = time.monotonic() + 20
     while b"late-42" not in session.log.read(start, session.log.size):  # nobody attends
         assert time.monotonic() < deadline, "the output stayed unread: the wake-up was lost"
         time.sleep(0.05)
-    assert not racing.armed
+    assert racing.raced
+
+
+def test_who_attends_decides_full_speed() -> None:
+    waits, turn = Waits(), threading.Lock()
+    pacing = ReadPacing(rate=64 * KIB, waits=waits, turn=turn)
+    assert not pacing.full_speed()  # nobody
+    with turn:  # an execute runs
+        assert pacing.full_speed()
+        pacing.background_turn = True  # ... in the background: still full speed alone
+        assert pacing.full_speed()
+        with waits.waiting():  # while someone waits on another session it is paced
+            assert not pacing.full_speed()
+            with pacing.watching():  # unless someone reads this one
+                assert pacing.full_speed()
+                assert pacing.wakes_on_every_chunk
+
+
+def test_output_held_back_is_output_still_arriving() -> None:
+    pacing = ReadPacing(rate=64 * KIB, waits=Waits(), turn=threading.Lock())
+    long_ago = time.monotonic() - 60
+    assert pacing.quiet_since(long_ago) == long_ago
+    pacing.holding_back = True
+    assert pacing.quiet_since(long_ago) >= time.monotonic() - 1
