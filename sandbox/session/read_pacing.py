@@ -111,22 +111,39 @@ class ReadPacing:
     def reads(self, current: Callable[[], bool]) -> Reads:
         """The pacing of one reader thread; ``current`` says whether it still serves a live
         session (a replaced, detached or destroyed one must not pause: its channel closes)."""
-        return Reads(self, current)
+        return Reads(self, current, ReadBudget(self._rate, UNATTENDED_BURST))
+
+    def mark(self) -> int:
+        """Where the attends stand: taken before a read, handed to ``pause`` after it."""
+        return self._attended
+
+    def pause(self, seconds: float, *, held: bool, mark: int, current: Callable[[], bool]) -> None:
+        """Pause the reader up to ``seconds``, unless someone attends, or attended since
+        ``mark`` (typed input during the read: its wake-up may be the one cleared here), or
+        the reader no longer serves a live session. ``held``: output waits unread meanwhile."""
+        self._attention.clear()
+        if self._attended != mark or self.full_speed() or not current():
+            return
+        self.holding_back = held
+        self._attention.wait(seconds)
+        if held:
+            self._held_until = time.monotonic()
+        self.holding_back = False
 
 
 class Reads:
     """One reader thread's reads: ``size`` before each, ``done`` after it is processed."""
 
-    def __init__(self, pacing: ReadPacing, current: Callable[[], bool]) -> None:
+    def __init__(self, pacing: ReadPacing, current: Callable[[], bool], budget: ReadBudget) -> None:
         self._pacing = pacing
         self._current = current
-        self._budget = ReadBudget(pacing._rate, UNATTENDED_BURST)
+        self._budget = budget
         self._size = READ_SIZE
-        self._attended = 0
+        self._mark = 0
 
     def size(self) -> int:
         """How much the next read asks for (it follows at once)."""
-        self._attended = self._pacing._attended
+        self._mark = self._pacing.mark()
         return self._size
 
     def done(self, n: int) -> None:
@@ -149,15 +166,5 @@ class Reads:
         held = owed > 0 or n == asked
         pause = owed if n == asked else max(owed, UNATTENDED_PAUSE_S)
         self._size = UNATTENDED_READ_SIZE
-        if pause <= 0:
-            return
-        pacing._attention.clear()
-        # an answer came due since the read (typed input): its wake-up may be the one just
-        # cleared
-        if pacing._attended != self._attended or pacing.full_speed() or not self._current():
-            return
-        pacing.holding_back = held
-        pacing._attention.wait(pause)
-        if held:
-            pacing._held_until = time.monotonic()
-        pacing.holding_back = False
+        if pause > 0:
+            pacing.pause(pause, held=held, mark=self._mark, current=self._current)
